@@ -1,0 +1,27 @@
+"""structgen: outputs guaranteed to match a regex, a JSON Schema, a Pydantic
+model or a grammar, by masking a language model's logits token by token.
+
+    import structgen as sg
+    vocab = sg.Vocabulary.from_tokenizer("path/to/tokenizer")
+    cg = sg.compile(sg.Grammar.from_regex(r"\\d{4}-\\d{2}-\\d{2}"), vocab)
+    m = cg.matcher()
+    bm = sg.allocate_bitmask(1, vocab.logits_width)
+    m.fill_bitmask(bm, 0); sg.apply_bitmask_(logits, bm)
+"""
+from .errors import (GrammarError, LimitExceeded, RegexError, SchemaError, StructgenError, Unsupported,
+                     VocabularyError)
+from .vocab import Vocabulary
+from .grammar import Grammar
+from .compiler import CompiledGrammar, compile
+from .runtime.matcher import Matcher, TokenDFAMatcher, fill_bitmasks
+from .kernels.bitmask import allocate_bitmask, apply_bitmask_, bitmask_to_ids, unpack_bitmask
+from .index.token_dfa import TokenDFA, DeviceTokenDFA
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Vocabulary", "Grammar", "compile", "CompiledGrammar", "Matcher", "TokenDFAMatcher", "TokenDFA",
+    "DeviceTokenDFA", "allocate_bitmask", "apply_bitmask_", "bitmask_to_ids", "unpack_bitmask",
+    "fill_bitmasks", "StructgenError", "RegexError", "SchemaError", "GrammarError", "Unsupported",
+    "LimitExceeded", "VocabularyError",
+]

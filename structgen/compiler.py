@@ -1,0 +1,97 @@
+"""compile(): a Grammar meets a Vocabulary.
+
+Regular grammars become a byte DFA and then a :class:`~structgen.index.TokenDFA`;
+context-free ones go to the grammar engine.  Results are cached per
+(grammar, vocabulary, limits) in a small in-memory LRU.
+"""
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from .grammar import Grammar
+from .runtime.matcher import TokenDFAMatcher
+
+_CACHE: "OrderedDict[tuple, CompiledGrammar]" = OrderedDict()
+CACHE_SIZE = 64
+
+
+@dataclass
+class CompileStats:
+    """What a compilation produced and how long it took (seconds)."""
+
+    kind: str
+    states: int = 0
+    byte_classes: int = 0
+    dfa_seconds: float = 0.0
+    index_seconds: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def seconds(self) -> float:
+        return self.dfa_seconds + self.index_seconds
+
+
+class CompiledGrammar:
+    """A grammar compiled against one vocabulary; hands out matchers."""
+
+    def __init__(self, grammar: Grammar, vocab, *, token_dfa=None, engine=None, stats: CompileStats):
+        self.grammar = grammar
+        self.vocab = vocab
+        self.token_dfa = token_dfa   # regular grammars
+        self.engine = engine         # context-free grammars (structgen.cfg)
+        self.stats = stats
+
+    @property
+    def is_regular(self) -> bool:
+        return self.token_dfa is not None
+
+    def matcher(self):
+        """A fresh :class:`~structgen.runtime.Matcher` at the start of the constraint."""
+        if self.token_dfa is not None:
+            return TokenDFAMatcher(self.token_dfa)
+        return self.engine.matcher()
+
+    def __repr__(self) -> str:
+        s = self.stats
+        return f"CompiledGrammar({self.grammar.source}, {s.kind}, states={s.states}, {s.seconds * 1e3:.1f} ms)"
+
+
+def compile(grammar: Grammar, vocab, *, max_states: int = 100_000, time_limit: float | None = 10.0,
+            cache: bool = True) -> CompiledGrammar:
+    """Compile ``grammar`` for ``vocab``.
+
+    ``max_states`` bounds the byte DFA and ``time_limit`` (seconds) the DFA
+    construction; exceeding either raises :class:`~structgen.errors.LimitExceeded`.
+    """
+    if not isinstance(grammar, Grammar):
+        raise TypeError(f"compile() takes a structgen.Grammar, not {type(grammar).__name__}")
+    key = (grammar.key, vocab.fingerprint, max_states, time_limit)
+    if cache and key in _CACHE:
+        _CACHE.move_to_end(key)
+        return _CACHE[key]
+    if grammar.is_regular:
+        from .automaton.build import build_dfa
+        from .index.token_dfa import TokenDFA
+
+        t0 = time.perf_counter()
+        dfa = build_dfa(grammar.node, max_states=max_states, time_limit=time_limit)
+        t1 = time.perf_counter()
+        tdfa = TokenDFA(dfa, vocab)
+        t2 = time.perf_counter()
+        stats = CompileStats("regular", states=dfa.n_states, byte_classes=dfa.n_classes,
+                             dfa_seconds=t1 - t0, index_seconds=t2 - t1)
+        result = CompiledGrammar(grammar, vocab, token_dfa=tdfa, stats=stats)
+    else:
+        from .cfg import compile_cfg
+
+        t0 = time.perf_counter()
+        engine = compile_cfg(grammar.cfg, vocab)
+        stats = CompileStats("cfg", index_seconds=time.perf_counter() - t0)
+        result = CompiledGrammar(grammar, vocab, engine=engine, stats=stats)
+    if cache:
+        _CACHE[key] = result
+        if len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return result

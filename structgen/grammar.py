@@ -1,0 +1,106 @@
+"""Grammar: what a constraint is, before it meets a vocabulary.
+
+A ``Grammar`` is either *regular* (an IR node from :mod:`structgen.automaton.ir`,
+compiled to a byte DFA and then a :class:`~structgen.index.TokenDFA`) or a
+*context-free* grammar for the grammar engine (:mod:`structgen.cfg`).  The
+front-ends below only translate; :func:`structgen.compile` does the work and
+caches it per (grammar, vocabulary).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable
+
+from .automaton import ir
+
+
+class Grammar:
+    """A constraint specification.  Build one with the ``from_*`` constructors."""
+
+    __slots__ = ("kind", "node", "cfg", "key", "source", "report")
+
+    def __init__(self, kind: str, *, node=None, cfg=None, key=None, source: str = "", report=None):
+        self.kind = kind          # "regular" or "cfg"
+        self.node = node          # ir.Node when regular
+        self.cfg = cfg            # structgen.cfg grammar when context-free
+        self.key = key if key is not None else (kind, id(self))
+        self.source = source      # short human description
+        self.report = report      # front-end report (e.g. ignored schema keywords in lenient mode)
+
+    @property
+    def is_regular(self) -> bool:
+        return self.kind == "regular"
+
+    # -- regular front-ends -----------------------------------------------------
+    @classmethod
+    def from_regex(cls, pattern: str, *, syntax: str = "python") -> "Grammar":
+        """Outputs that fully match ``pattern`` (Python ``re`` syntax by default;
+        ``syntax="ecma"`` for JavaScript / JSON Schema semantics of ``\\d \\w \\s``)."""
+        from .spec.regex import parse_regex
+
+        node = parse_regex(pattern, syntax=syntax)
+        return cls("regular", node=node, key=("regex", pattern, syntax), source=f"regex {pattern!r}")
+
+    @classmethod
+    def choice(cls, options: Iterable[str]) -> "Grammar":
+        """Exactly one of the given strings."""
+        opts = tuple(dict.fromkeys(str(o) for o in options))
+        if not opts:
+            from .errors import StructgenError
+
+            raise StructgenError("Grammar.choice needs at least one option")
+        node = ir.alt(*(ir.literal(o) if o else ir.EMPTY for o in opts))
+        return cls("regular", node=node, key=("choice", opts), source=f"choice of {len(opts)} strings")
+
+    @classmethod
+    def from_ir(cls, node: ir.Node, *, key=None) -> "Grammar":
+        """A regular grammar from an IR node built by hand."""
+        return cls("regular", node=node, key=key or ("ir", node), source="IR")
+
+    # -- JSON Schema / Pydantic ---------------------------------------------------
+    @classmethod
+    def from_json_schema(cls, schema: Any, **options) -> "Grammar":
+        """JSON documents valid under ``schema`` (a dict, bool or JSON text).
+
+        Options are those of :func:`structgen.spec.json_schema.schema_to_ir`, e.g.
+        ``whitespace="compact"|"flexible"``, ``lenient=False``.
+        """
+        from .spec.json_schema import compile_json_schema
+
+        if isinstance(schema, (str, bytes)):
+            schema = json.loads(schema)
+        result = compile_json_schema(schema, **options)
+        key = ("json_schema", json.dumps(schema, sort_keys=True, default=str),
+               tuple(sorted((k, repr(v)) for k, v in options.items())))
+        src = "JSON Schema"
+        if isinstance(result.grammar, ir.Node):
+            return cls("regular", node=result.grammar, key=key, source=src, report=result)
+        return cls("cfg", cfg=result.grammar, key=key, source=src, report=result)
+
+    @classmethod
+    def from_pydantic(cls, model, **options) -> "Grammar":
+        """JSON documents that validate as ``model`` (a Pydantic model or any type
+        Pydantic's TypeAdapter accepts)."""
+        from .spec.pydantic import pydantic_to_schema
+
+        g = cls.from_json_schema(pydantic_to_schema(model), **options)
+        g.source = f"Pydantic {getattr(model, '__name__', model)!s}"
+        return g
+
+    # -- context-free front-ends --------------------------------------------------
+    @classmethod
+    def from_lark(cls, text: str, start: str = "start") -> "Grammar":
+        """A grammar in Lark's syntax (rules, terminals, ``%import``, ``%ignore``)."""
+        from .cfg.lark_frontend import lark_to_cfg
+
+        return cls("cfg", cfg=lark_to_cfg(text, start=start), key=("lark", text, start), source="Lark grammar")
+
+    @classmethod
+    def from_gbnf(cls, text: str, start: str = "root") -> "Grammar":
+        """A grammar in llama.cpp's GBNF syntax."""
+        from .cfg.gbnf import gbnf_to_cfg
+
+        return cls("cfg", cfg=gbnf_to_cfg(text, start=start), key=("gbnf", text, start), source="GBNF grammar")
+
+    def __repr__(self) -> str:
+        return f"Grammar({self.kind}, {self.source})"

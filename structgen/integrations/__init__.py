@@ -1,0 +1,1 @@
+"""Thin shims that plug matchers into other libraries' decoding loops."""

@@ -1,0 +1,118 @@
+"""A transformers ``LogitsProcessor`` that enforces a compiled constraint.
+
+``model.generate`` calls a logits processor with the whole sequence so far, and
+not always once per step: assisted (speculative) generation calls it on
+drafted prefixes and then on verified ones, beam search reorders rows.  So this
+processor never assumes a call order.  For each row it keeps a matcher and the
+tokens that matcher consumed; on every call it rolls back to the longest common
+prefix with the row's generated tokens and advances through the rest.  The
+generated part of a row starts at the prompt length, taken from the first call
+(or given).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..kernels.bitmask import allocate_bitmask, apply_bitmask_
+
+try:  # transformers is a dependency, but keep the import error readable.
+    from transformers import LogitsProcessor as _Base
+except Exception:  # pragma: no cover
+    _Base = object
+
+
+class _RowState:
+    __slots__ = ("matcher", "tokens", "broken_at")
+
+    def __init__(self, matcher):
+        self.matcher = matcher
+        self.tokens: list[int] = []
+        self.broken_at: int | None = None  # first generated position the constraint rejected
+
+
+class StructgenLogitsProcessor(_Base):
+    """Masks logits so that every row's generated tokens stay inside the constraint.
+
+    ``compiled`` is one :class:`~structgen.CompiledGrammar` for every row, or a
+    list with one per input sequence (rows of a beam search or of
+    ``num_return_sequences`` map to their input sequence).  A row whose
+    generated tokens left the constraint (only padding after EOS can) is given
+    an EOS-only mask.  Call :meth:`reset` (or make a new processor) between
+    ``generate`` calls.
+    """
+
+    def __init__(self, compiled, prompt_length: int | None = None):
+        self._compiled = compiled
+        self._given_prompt_length = prompt_length
+        self.reset()
+
+    def reset(self) -> None:
+        self.prompt_length = self._given_prompt_length
+        self._rows: list[_RowState] = []
+        self._bitmask = None
+
+    def _grammar_for_row(self, row: int, n_rows: int):
+        if not isinstance(self._compiled, (list, tuple)):
+            return self._compiled
+        per = max(1, n_rows // len(self._compiled))
+        return self._compiled[min(row // per, len(self._compiled) - 1)]
+
+    def _sync(self, st: _RowState, generated: np.ndarray) -> None:
+        toks = st.tokens
+        n = min(len(toks), generated.size)
+        common = 0
+        if n:
+            diff = np.flatnonzero(np.asarray(toks[:n]) != generated[:n])
+            common = int(diff[0]) if diff.size else n
+        if common < len(toks):
+            st.matcher.rollback(len(toks) - common)
+            del toks[common:]
+        if st.broken_at is not None and st.broken_at >= common:
+            st.broken_at = None
+        if st.broken_at is not None:
+            return
+        for t in generated[common:]:
+            if not st.matcher.advance(int(t)):
+                st.broken_at = len(toks)
+                return
+            toks.append(int(t))
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        n_rows, length = input_ids.shape
+        if self.prompt_length is None:
+            self.prompt_length = length
+        if length < self.prompt_length:
+            raise ValueError("StructgenLogitsProcessor saw a sequence shorter than the prompt; "
+                             "call reset() between generate() calls")
+        while len(self._rows) < n_rows:
+            self._rows.append(_RowState(self._grammar_for_row(len(self._rows), n_rows).matcher()))
+        ids = input_ids[:, self.prompt_length:].cpu().numpy()
+        width = scores.shape[-1]
+        if self._bitmask is None or self._bitmask.shape[0] < n_rows or self._bitmask_width != width:
+            self._bitmask = allocate_bitmask(n_rows, width)
+            self._bitmask_width = width
+        bm = self._bitmask[:n_rows]
+        for r in range(n_rows):
+            st = self._rows[r]
+            self._sync(st, ids[r])
+            if st.broken_at is not None:
+                self._eos_only(bm, r, n_rows)
+            else:
+                st.matcher.fill_bitmask(bm, r)
+        return apply_bitmask_(scores, bm.to(scores.device))
+
+    def _eos_only(self, bm: torch.Tensor, r: int, n_rows: int) -> None:
+        bm[r] = 0
+        for eos in self._grammar_for_row(r, n_rows).vocab.eos_ids:
+            eos = int(eos)
+            bm[r, eos >> 5] |= _bit(eos & 31)
+
+    def matchers(self):
+        """The per-row matchers (after the last call)."""
+        return [st.matcher for st in self._rows]
+
+
+def _bit(i: int) -> int:
+    v = 1 << i
+    return v - (1 << 32) if v >= (1 << 31) else v

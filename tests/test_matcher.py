@@ -1,0 +1,141 @@
+"""Matcher contract: advance/rollback/fork/validate/forced_tokens, batched
+bitmasks, apply_bitmask_, and the device-resident TokenDFA."""
+import numpy as np
+import pytest
+import torch
+
+import structgen as sg
+from structgen.kernels.bitmask import bitmask_to_ids
+from tests.helpers import load_vocab
+
+DATE = r"\d{4}-\d{2}-\d{2}"
+
+
+@pytest.fixture(scope="module")
+def llama3():
+    return load_vocab("llama3")
+
+
+def test_advance_rejects_and_keeps_state(llama3):
+    cg = sg.compile(sg.Grammar.from_regex(DATE), llama3)
+    m = cg.matcher()
+    ids = llama3.encode("2024-01-31")
+    bad = llama3.encode("x")[0]
+    assert not m.advance(bad)
+    assert m.advance_many(ids) == len(ids)
+    assert m.is_accepting()
+    assert not m.advance(llama3.encode("9")[0])  # too long
+    assert m.advance(int(llama3.eos_ids[0])) and m.is_terminated()
+    assert not m.advance(int(llama3.eos_ids[0]))
+    m.rollback(1)
+    assert not m.is_terminated() and m.is_accepting()
+    m.rollback(len(ids))
+    assert not m.is_accepting()
+    with pytest.raises(ValueError):
+        m.rollback(1)
+
+
+def test_rollback_fork_and_validate_agree_with_replay(llama3):
+    cg = sg.compile(sg.Grammar.from_regex(r'\{"a": \d+(, "b": "[a-z]*")?\}'), llama3)
+    text = '{"a": 12345, "b": "hello"}'
+    ids = llama3.encode(text)
+    m = cg.matcher()
+    assert m.validate(ids) == len(ids)
+    assert m.validate(ids + [llama3.encode("!")[0]]) == len(ids)
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        k = int(rng.integers(0, len(ids) + 1))
+        m.reset()
+        m.advance_many(ids[:k])
+        f = m.fork()
+        j = int(rng.integers(0, k + 1))
+        m.rollback(j)
+        replay = cg.matcher()
+        replay.advance_many(ids[:k - j])
+        bm = sg.allocate_bitmask(3, llama3.logits_width)
+        m.fill_bitmask(bm, 0)
+        replay.fill_bitmask(bm, 1)
+        assert torch.equal(bm[0], bm[1])
+        f.fill_bitmask(bm, 2)
+        other = cg.matcher()
+        other.advance_many(ids[:k])
+        other.fill_bitmask(bm, 1)
+        assert torch.equal(bm[1], bm[2])  # the fork was not disturbed by the rollback
+
+
+def test_forced_tokens_are_canonical_and_back_off(llama3):
+    cg = sg.compile(sg.Grammar.from_regex(r'\{"name": "[a-z]+", "age": \d+\}'), llama3)
+    m = cg.matcher()
+    forced = m.forced_tokens()
+    text = llama3.decode(forced)
+    assert '{"name": "'.encode().startswith(text) and len(text) > 0
+    assert llama3.encode(text.decode()) == forced  # canonical
+    assert m.validate(forced) == len(forced)
+    # The token after `{"name` could be `":` or `": "` etc.: the last quote must
+    # not be forced as its own token when a longer token can straddle it.
+    assert not text.endswith(b'"') or len(text) < len('{"name": "')
+
+
+def test_no_forced_tokens_when_free(llama3):
+    m = sg.compile(sg.Grammar.from_regex(r"[a-z]+"), llama3).matcher()
+    assert m.forced_tokens() == []
+
+
+def test_apply_bitmask_cpu(llama3):
+    cg = sg.compile(sg.Grammar.from_regex(r"(yes|no)"), llama3)
+    ms = [cg.matcher(), cg.matcher()]
+    ms[1].advance(llama3.encode("yes")[0])
+    bm = sg.allocate_bitmask(2, llama3.logits_width)
+    sg.fill_bitmasks(ms, bm)
+    logits = torch.randn(2, llama3.logits_width)
+    sg.apply_bitmask_(logits, bm)
+    finite0 = torch.isfinite(logits[0]).nonzero().flatten().numpy()
+    assert set(finite0.tolist()) == set(bitmask_to_ids(bm[0]).tolist())
+    assert set(torch.isfinite(logits[1]).nonzero().flatten().tolist()) == set(int(e) for e in llama3.eos_ids)
+    # Wider logits than the mask: the extra columns are disallowed.
+    wide = torch.zeros(1, llama3.logits_width + 50)
+    sg.apply_bitmask_(wide, bm[:1])
+    assert torch.isinf(wide[0, llama3.logits_width:]).all()
+
+
+def test_device_token_dfa_matches_matcher(llama3):
+    cg = sg.compile(sg.Grammar.from_regex(r"(true|false|null|\d{1,3})"), llama3)
+    dev = cg.token_dfa.to("cpu")
+    rng = np.random.default_rng(3)
+    texts = ["true", "false", "null", "12", "999"]
+    for text in texts:
+        ids = llama3.encode(text) + [int(llama3.eos_ids[0])]
+        m = cg.matcher()
+        state = torch.tensor([cg.token_dfa.start])
+        for t in ids:
+            mask_dev = dev.masks(state)
+            bm = sg.allocate_bitmask(1, llama3.logits_width)
+            m.fill_bitmask(bm, 0)
+            assert torch.equal(mask_dev[0], bm[0])
+            # Random tokens: step agrees with advance.
+            probe = torch.tensor(rng.integers(0, llama3.logits_width, 64).tolist() + [t])
+            nxt = dev.step(state.expand(probe.numel()), probe)
+            for p, n in zip(probe.tolist(), nxt.tolist()):
+                f = m.fork()
+                ok = f.advance(p) and not f.is_terminated()
+                assert ok == (n >= 0)
+                if ok:
+                    assert n == f.state
+            assert m.advance(t)
+            state = dev.step(state, torch.tensor([t]))
+        assert state.item() == -1 and m.is_terminated()
+        assert (dev.masks(state)[0] != 0).sum() >= 1  # EOS-only row, never all-zero
+
+
+def test_state_limit_is_reported(llama3):
+    with pytest.raises(sg.LimitExceeded) as e:
+        sg.compile(sg.Grammar.from_regex(r"(a|b)*a(a|b){16}"), llama3, max_states=500)
+    assert "max_states" in str(e.value)
+
+
+def test_bad_regex_names_position():
+    with pytest.raises(sg.RegexError) as e:
+        sg.Grammar.from_regex(r"ab(?=c)d")
+    assert e.value.pos == 2
+    with pytest.raises(sg.StructgenError):
+        sg.Grammar.from_regex(r"(ab")
