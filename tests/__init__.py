@@ -1,0 +1,1 @@
+"""structgen's test-suite (a package so that ``from tests.helpers import ...`` works)."""

@@ -1,0 +1,10 @@
+"""Shared pytest fixtures (keep small).  Plain helpers live in tests/helpers.py."""
+import pytest
+
+from tests.helpers import ALL_TOKENIZERS, TOKENIZERS_DIR, load_vocab  # noqa: F401  (re-exported)
+
+
+@pytest.fixture(scope="session")
+def vocab():
+    """``vocab(name)`` -> the cached Vocabulary of a fixture tokenizer (see tests/helpers.py)."""
+    return load_vocab

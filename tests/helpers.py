@@ -1,0 +1,70 @@
+"""Shared test helpers: the tokenizer fixtures in tests/data/tokenizers and cached vocabularies.
+
+    from tests.helpers import load_vocab, load_tokenizer, ALL_TOKENIZERS, TOKENIZERS_DIR
+
+``load_vocab(name)`` uses the model's real logits width (Qwen: 151,936 > len(tokenizer)), so
+every test sees ids that have no token.  Results are cached per process: do not mutate them.
+"""
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+TOKENIZERS_DIR = Path(__file__).resolve().parent / "data" / "tokenizers"
+ALL_TOKENIZERS = ["gpt2", "llama3", "qwen2.5", "qwen3", "llama2", "mistral"]
+BYTE_LEVEL_TOKENIZERS = ["gpt2", "llama3", "qwen2.5", "qwen3"]
+SENTENCEPIECE_TOKENIZERS = ["llama2", "mistral"]
+#: logits rows of the models that use each tokenizer (None = len(tokenizer))
+MODEL_LOGITS_WIDTH = {"gpt2": None, "llama3": None, "qwen2.5": 151936, "qwen3": 151936,
+                      "llama2": None, "mistral": None}
+
+
+@lru_cache(maxsize=None)
+def load_tokenizer(name: str):
+    """The Hugging Face tokenizer of a fixture folder (loaded offline, cached)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(TOKENIZERS_DIR / name), local_files_only=True)
+
+
+def load_vocab(name: str, logits_width: int | None = -1):
+    """The structgen Vocabulary of a fixture tokenizer (cached per name and width).
+
+    ``logits_width=-1`` (default) means the model's real width from MODEL_LOGITS_WIDTH;
+    None means len(tokenizer).
+    """
+    width = MODEL_LOGITS_WIDTH[name] if logits_width == -1 else logits_width
+    if width is None:
+        width = len(load_tokenizer(name))
+    return _load_vocab(name, int(width))
+
+
+@lru_cache(maxsize=None)
+def _load_vocab(name: str, width: int):
+    from structgen.vocab import Vocabulary
+
+    return Vocabulary.from_tokenizer(load_tokenizer(name), logits_width=width)
+
+
+def load_golden(name: str) -> tuple[str, list[int]]:
+    """(text, ids) of golden-mixed.json: ids from an independent reference encoder."""
+    with open(TOKENIZERS_DIR / name / "golden-mixed.json", encoding="utf-8") as f:
+        g = json.load(f)
+    return g["text"], [int(i) for i in g["ids"]]
+
+
+def load_llamacpp_vectors(name: str) -> list[tuple[str, list[int]]]:
+    """llama.cpp's test strings and the ids the real HF tokenizer gave ([] when absent: mistral)."""
+    inp = TOKENIZERS_DIR / name / "llamacpp-vectors.inp"
+    if not inp.exists():
+        return []
+    with open(inp, encoding="utf-8", newline="") as f:
+        texts = f.read().split("\n__ggml_vocab_test__\n")[:-1]
+    with open(TOKENIZERS_DIR / name / "llamacpp-vectors.out", encoding="utf-8", newline="") as f:
+        lines = f.read().split("\n")[: len(texts)]
+    assert len(lines) == len(texts), name
+    return [(t, [int(x) for x in line.split()]) for t, line in zip(texts, lines)]
