@@ -71,9 +71,34 @@ def test_forced_tokens_are_canonical_and_back_off(llama3):
     assert '{"name": "'.encode().startswith(text) and len(text) > 0
     assert llama3.encode(text.decode()) == forced  # canonical
     assert m.validate(forced) == len(forced)
-    # The token after `{"name` could be `":` or `": "` etc.: the last quote must
-    # not be forced as its own token when a longer token can straddle it.
-    assert not text.endswith(b'"') or len(text) < len('{"name": "')
+    # Independent check of the boundary rule with the masks: no allowed token at
+    # the position before the last forced token starts with the rest of the
+    # forced text and runs past it.
+    if forced:
+        m2 = cg.matcher()
+        m2.advance_many(forced[:-1])
+        rest = llama3.token_bytes(forced[-1])
+        for t in _allowed(m2, llama3.logits_width):
+            tb = llama3.token_bytes(int(t))
+            assert not (tb.startswith(rest) and len(tb) > len(rest)), tb
+
+
+def _allowed(m, width):
+    bm = sg.allocate_bitmask(1, width)
+    m.fill_bitmask(bm, 0)
+    return bitmask_to_ids(bm[0])
+
+
+def test_forced_tokens_back_off_on_tiny_vocabulary():
+    toks = [b"a", b"b", b"c", b"ab", b"abc", b"abcd", b"d", b"x", b"xy", b"y", b"z"]
+    vocab = sg.Vocabulary.from_bytes(toks + [b""], eos_ids=[len(toks)])
+    ids = {t: i for i, t in enumerate(toks)}
+    m = sg.compile(sg.Grammar.from_regex(r"abc(d|x)"), vocab).matcher()
+    assert m.forced_tokens() == []  # "abcd" straddles the end of the forced "abc"
+    m = sg.compile(sg.Grammar.from_regex(r"abcx(y|z)"), vocab).matcher()
+    assert m.forced_tokens() == [ids[b"abc"]]  # "xy" could straddle: stop before "x"
+    m = sg.compile(sg.Grammar.from_regex(r"abcxz"), vocab).matcher()
+    assert m.forced_tokens() == [ids[b"abc"], ids[b"x"], ids[b"z"]]
 
 
 def test_no_forced_tokens_when_free(llama3):
@@ -134,8 +159,11 @@ def test_state_limit_is_reported(llama3):
 
 
 def test_bad_regex_names_position():
-    with pytest.raises(sg.RegexError) as e:
+    with pytest.raises(sg.Unsupported) as e:
         sg.Grammar.from_regex(r"ab(?=c)d")
+    assert "position 2" in str(e.value)
+    with pytest.raises(sg.RegexError) as e:
+        sg.Grammar.from_regex(r"ab[c")
     assert e.value.pos == 2
     with pytest.raises(sg.StructgenError):
         sg.Grammar.from_regex(r"(ab")

@@ -23,7 +23,7 @@ PATTERNS = [
     r'"([^"\\]|\\.)*"',
     r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
     r"(héllo|wörld|日本語)+ ?",
-    r"\w+( \w+){0,3}",
+    r"[A-Za-zé_]+( [a-z0-9]+){0,3}",  # not \w: `re` and `regex` disagree on it outside ASCII
     r"(ab|a)*b?c{2,3}",
     r"[^\n]{1,5}",
 ]
@@ -174,7 +174,7 @@ def test_hypothesis_regexes_against_oracle(data):
 
 
 def _regex_strategy():
-    atoms = st.sampled_from(["a", "b", "c", "0", "1", " ", "-", "[ab]", "[^a]", "\\d", "\\w", ".", "é", "[a-c0-1]"])
+    atoms = st.sampled_from(["a", "b", "c", "0", "1", " ", "-", "[ab]", "[^a]", "\\d", "[a-c_]", ".", "é", "[a-c0-1]"])
 
     def extend(inner):
         return st.one_of(

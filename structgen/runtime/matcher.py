@@ -191,7 +191,7 @@ class TokenDFAMatcher(Matcher):
             return []
         offsets = np.cumsum([0] + [len(t.vocab.token_bytes(x)) for x in tokens])
         keep = len(tokens)
-        for k in range(len(tokens), max(len(tokens) - max_back_off, 0) - 1, -1):
+        for k in range(len(tokens) - 1, max(len(tokens) - max_back_off, 0) - 1, -1):
             if t.crosses_boundary(states[k], forced[offsets[k]:]):
                 keep = k
         return tokens[:keep]
