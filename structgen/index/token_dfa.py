@@ -25,7 +25,7 @@ import torch
 from ..automaton.dfa import ByteDFA
 from ..errors import LimitExceeded, StructgenError
 from ..kernels.bitmask import bitmask_words
-from ..kernels.trie_walk import walk_bytes, walk_state, walk_tokens, token_crosses
+from ..kernels.trie_walk import token_crosses, walk_bytes, walk_state, walk_states, walk_tokens
 
 _EMPTY_I32 = np.zeros(0, dtype=np.int32)
 
@@ -73,8 +73,15 @@ class TokenDFA:
         n = walk_state(self._trans, self._node_class, state, t.node_depth, t.node_end,
                        t.tok_ptr, t.tok_ids, self._stack, words, out_tok, out_next)
         if record:
-            order = np.argsort(out_tok[:n], kind="stable")
-            return words, out_tok[:n][order], out_next[:n][order]
+            toks, nexts = out_tok[:n], out_next[:n]
+            if n > self.vocab.logits_width >> 6:
+                # Dense row: a scatter over the vocabulary sorts faster than argsort.
+                by_token = np.full(self.vocab.logits_width, -1, dtype=np.int32)
+                by_token[toks] = nexts
+                toks = np.flatnonzero(by_token >= 0).astype(np.int32)
+                return words, toks, by_token[toks]
+            order = np.argsort(toks, kind="stable")
+            return words, toks[order], nexts[order]
         return words, None, None
 
     def _set_eos(self, words: np.ndarray, state: int) -> None:
@@ -107,6 +114,9 @@ class TokenDFA:
         EOS tokens of an accepting state are listed with next state -1.
         """
         _, toks, nexts = self._walk(state, record=True)
+        return self._finish_row(state, toks, nexts)
+
+    def _finish_row(self, state, toks, nexts):
         if self._live is not None:
             keep = self._live[nexts]
             toks, nexts = toks[keep], nexts[keep]
@@ -160,19 +170,60 @@ class TokenDFA:
         return state >= 0 and (bool(self._accepting[state]) or bool((self._trans[state] >= 0).any()))
 
     # -- eager construction ---------------------------------------------------
+    def explore(self, max_nnz: int | None = None, batch: int = 32) -> dict:
+        """Rows of every DFA state reachable from the start by tokens:
+        ``{state: (token_ids, next_states)}`` (see :meth:`row`).
+
+        States are walked ``batch`` at a time in one pass over the trie.
+        """
+        rows = {}
+        todo = deque([self.start])
+        seen = {self.start}
+        nnz = 0
+        while todo:
+            group = [todo.popleft() for _ in range(min(batch, len(todo)))]
+            for s, (toks, nexts) in zip(group, self._rows_of(group)):
+                rows[s] = (toks, nexts)
+                nnz += toks.size
+                if max_nnz is not None and nnz > max_nnz:
+                    raise LimitExceeded("token-level CSR too large", limit="max_nnz", value=max_nnz)
+                for ns in np.unique(nexts[nexts >= 0]).tolist():
+                    if ns not in seen:
+                        seen.add(ns)
+                        todo.append(ns)
+        return rows
+
+    def _rows_of(self, states: list[int]):
+        """:meth:`row` for several states, walking the trie once."""
+        if len(states) == 1:
+            return [self.row(states[0])]
+        t = self._trie
+        k = len(states)
+        n_tok = t.tok_ids.shape[0]
+        out_tok = np.empty((k, n_tok), dtype=np.int32)
+        out_next = np.empty((k, n_tok), dtype=np.int32)
+        counts = np.zeros(k, dtype=np.int64)
+        stack = np.empty((int(t.max_depth) + 2, k), dtype=np.int32)
+        walk_states(self._trans, self._node_class, np.asarray(states, dtype=np.int32), t.node_depth,
+                    t.node_end, t.tok_ptr, t.tok_ids, stack, out_tok, out_next, counts)
+        width = self.vocab.logits_width
+        result = []
+        for j, s in enumerate(states):
+            toks, nexts = out_tok[j, :counts[j]], out_next[j, :counts[j]]
+            if toks.size > width >> 6:
+                by_token = np.full(width, -1, dtype=np.int32)
+                by_token[toks] = nexts
+                toks = np.flatnonzero(by_token >= 0).astype(np.int32)
+                nexts = by_token[toks]
+            else:
+                order = np.argsort(toks, kind="stable")
+                toks, nexts = toks[order], nexts[order]
+            result.append(self._finish_row(s, toks, nexts))
+        return result
+
     def reachable_states(self) -> np.ndarray:
         """DFA states reachable from the start by tokens, ascending."""
-        seen = np.zeros(self.dfa.n_states, dtype=np.bool_)
-        seen[self.start] = True
-        todo = deque([self.start])
-        while todo:
-            s = todo.popleft()
-            _, nexts = self.row(s)
-            for ns in np.unique(nexts[nexts >= 0]):
-                if not seen[ns]:
-                    seen[ns] = True
-                    todo.append(int(ns))
-        return np.flatnonzero(seen)
+        return np.array(sorted(self.explore()), dtype=np.int64)
 
     def csr(self, max_nnz: int = 64_000_000):
         """Materialise ``(indptr, token_ids, next_state)`` over all DFA states.
@@ -181,21 +232,14 @@ class TokenDFA:
         state -1); states not reachable by tokens have empty rows.  Raises
         LimitExceeded past ``max_nnz`` entries.
         """
-        n = self.dfa.n_states
-        counts = np.zeros(n + 1, dtype=np.int64)
-        parts = {}
-        nnz = 0
-        for s in self.reachable_states():
-            toks, nexts = self.row(int(s))
-            nnz += toks.size
-            if nnz > max_nnz:
-                raise LimitExceeded("token-level CSR too large", limit="max_nnz", value=max_nnz)
-            parts[int(s)] = (toks, nexts)
+        rows = self.explore(max_nnz)
+        counts = np.zeros(self.dfa.n_states + 1, dtype=np.int64)
+        for s, (toks, _) in rows.items():
             counts[s + 1] = toks.size
         indptr = np.cumsum(counts)
-        token_ids = np.empty(nnz, dtype=np.int32)
-        next_state = np.empty(nnz, dtype=np.int32)
-        for s, (toks, nexts) in parts.items():
+        token_ids = np.empty(int(indptr[-1]), dtype=np.int32)
+        next_state = np.empty(int(indptr[-1]), dtype=np.int32)
+        for s, (toks, nexts) in rows.items():
             token_ids[indptr[s]:indptr[s + 1]] = toks
             next_state[indptr[s]:indptr[s + 1]] = nexts
         return indptr, token_ids, next_state
@@ -214,16 +258,13 @@ class TokenDFA:
         """Eager mode: keep only states from which tokens can reach acceptance."""
         n = self.dfa.n_states
         self._live = np.ones(n, dtype=np.bool_)  # row() filters with it; all live while building
-        rows = {}
-        reach = self.reachable_states()
-        for s in reach:
-            rows[int(s)] = self.row(int(s))[1]
-        preds: dict[int, list[int]] = {int(s): [] for s in reach}
+        rows = {s: nexts for s, (_, nexts) in self.explore().items()}
+        preds: dict[int, list[int]] = {s: [] for s in rows}
         for s, nexts in rows.items():
-            for ns in np.unique(nexts[nexts >= 0]):
-                preds.setdefault(int(ns), []).append(s)
+            for ns in np.unique(nexts[nexts >= 0]).tolist():
+                preds.setdefault(ns, []).append(s)
         live = np.zeros(n, dtype=np.bool_)
-        todo = deque(int(s) for s in reach if self._accepting[s])
+        todo = deque(s for s in rows if self._accepting[s])
         for s in todo:
             live[s] = True
         while todo:

@@ -126,3 +126,47 @@ def token_crosses(trans, byte_class, state, rest, node_byte, node_depth, node_en
             return True
         i += 1
     return False
+
+
+@njit(cache=True, nogil=True)
+def walk_states(trans, node_class, starts, node_depth, node_end, tok_ptr, tok_ids,
+                stack, out_tok, out_next, counts):
+    """:func:`walk_state` for several start states in one pass over the trie.
+
+    Row ``k`` of ``out_tok`` / ``out_next`` receives the allowed tokens of
+    ``starts[k]`` and their next states; ``counts[k]`` how many.  A subtree is
+    skipped once every state is dead in it, so states with similar rows share
+    the cost of the walk.  ``stack`` is int32 ``[max_depth + 2, K]``.
+    """
+    n = node_depth.shape[0]
+    K = starts.shape[0]
+    for k in range(K):
+        stack[0, k] = starts[k]
+        counts[k] = 0
+    i = 1
+    while i < n:
+        d = node_depth[i]
+        c = node_class[i]
+        alive = False
+        for k in range(K):
+            s = stack[d - 1, k]
+            ns = trans[s, c] if s >= 0 else -1
+            stack[d, k] = ns
+            if ns >= 0:
+                alive = True
+        if not alive:
+            i = node_end[i]
+            continue
+        lo = tok_ptr[i]
+        hi = tok_ptr[i + 1]
+        if hi > lo:
+            for k in range(K):
+                ns = stack[d, k]
+                if ns >= 0:
+                    m = counts[k]
+                    for j in range(lo, hi):
+                        out_tok[k, m] = tok_ids[j]
+                        out_next[k, m] = ns
+                        m += 1
+                    counts[k] = m
+        i += 1
