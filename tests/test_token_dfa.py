@@ -231,3 +231,25 @@ def test_logits_width_beyond_tokenizer_never_allowed():
     assert ids.max() < 151936
     assert not np.any((ids >= 151665) & ~np.isin(ids, vocab.eos_ids))
     assert not np.any(np.isin(ids, vocab.special_ids))
+
+
+@pytest.mark.parametrize("name", ["llama3", "qwen3", "mistral", "gpt2"])
+def test_slice_masks_equal_full_walks(name):
+    """States that loop on every JSON-string character take the precomputed
+    slice plus a walk of the remaining trie: the rows must equal full walks."""
+    from structgen.automaton.build import build_dfa
+    from structgen.index import TokenDFA
+
+    vocab = load_vocab(name)
+    pattern = (r'\{"a": "([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*", '
+               r'"b": "[^"\\\x00-\x1f]{0,3}", "c": "[^"]*", "d": ".*"\}')
+    dfa = build_dfa(sg.Grammar.from_regex(pattern).node)
+    sliced, full = TokenDFA(dfa, vocab), TokenDFA(dfa, vocab)
+    full._slice = None
+    used = 0
+    for s in range(dfa.n_states):
+        used += sliced._uses_slice(s)
+        assert np.array_equal(sliced.mask_row(s), full.mask_row(s)), s
+        a, b = sliced.row(s), full.row(s)
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]), s
+    assert used >= 1  # the string body of "a" loops on the slice

@@ -25,6 +25,7 @@ import torch
 from ..automaton.dfa import ByteDFA
 from ..errors import LimitExceeded, StructgenError
 from ..kernels.bitmask import bitmask_words
+from .slices import loops_on_charset
 from ..kernels.trie_walk import token_crosses, walk_bytes, walk_state, walk_states, walk_tokens
 
 _EMPTY_I32 = np.zeros(0, dtype=np.int32)
@@ -54,35 +55,59 @@ class TokenDFA:
         self._eos_set = frozenset(int(t) for t in self._eos)
         self._rows: dict[int, np.ndarray] = {}
         self._live: np.ndarray | None = None  # token-level live states (eager mode only)
-        self._forced: dict[int, bytes] = {}
         self._prepare_forcing()
         if not self._single_bytes_cover_dfa():
             self._prune_token_dead_states()
+        self._slice = None
+        self._loops: dict[int, bool] = {}
+        if self._live is None and self._may_loop_on_text():
+            from .slices import json_string_slice
+
+            self._slice = json_string_slice(vocab)
+            if self._slice is not None:
+                self._rest_node_class = self._byte_class[self._slice.rest_trie.node_byte]
         if not self.state_is_live(self.start):
             raise StructgenError("the constraint matches no token sequence of this vocabulary")
 
     # -- rows ---------------------------------------------------------------
+    def _may_loop_on_text(self) -> bool:
+        a, sp = self._byte_class[ord("a")], self._byte_class[ord(" ")]
+        idx = np.arange(self.dfa.n_states)
+        return bool(np.any((self._trans[:, a] == idx) & (self._trans[:, sp] == idx)))
+
+    def _uses_slice(self, state: int) -> bool:
+        """Does ``state`` map every JSON-string character back to itself?"""
+        if self._slice is None:
+            return False
+        hit = self._loops.get(state)
+        if hit is None:
+            sl = self._slice
+            hit = self._loops[state] = bool(loops_on_charset(
+                self._trans, self._byte_class, state, sl.u_trans, sl.u_class, sl.u_accept, sl.u_start))
+        return hit
+
     def _walk(self, state: int, record: bool):
-        t = self._trie
-        words = np.zeros(self.words, dtype=np.uint32)
+        """Allowed normal tokens of ``state``: mask words, and when ``record`` the
+        tokens (ascending) with their next states."""
+        sliced = self._uses_slice(state)
+        t = self._slice.rest_trie if sliced else self._trie
+        node_class = self._rest_node_class if sliced else self._node_class
+        words = self._slice.bits.copy() if sliced else np.zeros(self.words, dtype=np.uint32)
         if record:
             out_tok = np.empty(t.tok_ids.shape[0], dtype=np.int32)
             out_next = np.empty(t.tok_ids.shape[0], dtype=np.int32)
         else:
             out_tok = out_next = _EMPTY_I32
-        n = walk_state(self._trans, self._node_class, state, t.node_depth, t.node_end,
+        n = walk_state(self._trans, node_class, state, t.node_depth, t.node_end,
                        t.tok_ptr, t.tok_ids, self._stack, words, out_tok, out_next)
-        if record:
-            toks, nexts = out_tok[:n], out_next[:n]
-            if n > self.vocab.logits_width >> 6:
-                # Dense row: a scatter over the vocabulary sorts faster than argsort.
-                by_token = np.full(self.vocab.logits_width, -1, dtype=np.int32)
-                by_token[toks] = nexts
-                toks = np.flatnonzero(by_token >= 0).astype(np.int32)
-                return words, toks, by_token[toks]
-            order = np.argsort(toks, kind="stable")
-            return words, toks[order], nexts[order]
-        return words, None, None
+        if not record:
+            return words, None, None
+        toks, nexts = out_tok[:n], out_next[:n]
+        if sliced:
+            toks = np.concatenate([toks, self._slice.tokens])
+            nexts = np.concatenate([nexts, np.full(self._slice.size, state, dtype=np.int32)])
+        toks, nexts = _sort_row(toks, nexts, self.vocab.logits_width)
+        return words, toks, nexts
 
     def _set_eos(self, words: np.ndarray, state: int) -> None:
         if self._accepting[state] and self._eos.size:
@@ -195,8 +220,8 @@ class TokenDFA:
 
     def _rows_of(self, states: list[int]):
         """:meth:`row` for several states, walking the trie once."""
-        if len(states) == 1:
-            return [self.row(states[0])]
+        if len(states) == 1 or any(self._uses_slice(s) for s in states):
+            return [self.row(s) for s in states]
         t = self._trie
         k = len(states)
         n_tok = t.tok_ids.shape[0]
@@ -206,18 +231,9 @@ class TokenDFA:
         stack = np.empty((int(t.max_depth) + 2, k), dtype=np.int32)
         walk_states(self._trans, self._node_class, np.asarray(states, dtype=np.int32), t.node_depth,
                     t.node_end, t.tok_ptr, t.tok_ids, stack, out_tok, out_next, counts)
-        width = self.vocab.logits_width
         result = []
         for j, s in enumerate(states):
-            toks, nexts = out_tok[j, :counts[j]], out_next[j, :counts[j]]
-            if toks.size > width >> 6:
-                by_token = np.full(width, -1, dtype=np.int32)
-                by_token[toks] = nexts
-                toks = np.flatnonzero(by_token >= 0).astype(np.int32)
-                nexts = by_token[toks]
-            else:
-                order = np.argsort(toks, kind="stable")
-                toks, nexts = toks[order], nexts[order]
+            toks, nexts = _sort_row(out_tok[j, :counts[j]], out_next[j, :counts[j]], self.vocab.logits_width)
             result.append(self._finish_row(s, toks, nexts))
         return result
 
@@ -316,6 +332,17 @@ class TokenDFA:
         mode = "eager-pruned" if self._live is not None else "lazy"
         return (f"TokenDFA(states={self.dfa.n_states}, width={self.vocab.logits_width}, "
                 f"cached_rows={len(self._rows)}, mode={mode})")
+
+
+def _sort_row(toks, nexts, width):
+    """Sort a row by token id (a scatter over the vocabulary for dense rows)."""
+    if toks.size > width >> 6:
+        by_token = np.full(width, -1, dtype=np.int32)
+        by_token[toks] = nexts
+        toks = np.flatnonzero(by_token >= 0).astype(np.int32)
+        return toks, by_token[toks]
+    order = np.argsort(toks, kind="stable")
+    return toks[order], nexts[order]
 
 
 class DeviceTokenDFA:
