@@ -1,0 +1,275 @@
+"""Incremental Earley recogniser over lexemes, stepped one byte at a time (Numba kernels).
+
+State of a parse after some bytes (all flat int32 arrays, so a trie walk can push
+and pop it cheaply):
+
+- the *chart*: Earley sets created at lexeme boundaries.  Set ``k`` holds the
+  items ``items[set_off[k]:set_off[k+1]]``, each ``(dotted_rule, origin_set)``.
+  Sets are append-only: undoing bytes is truncating to an earlier ``n_sets``.
+- the *frontier*: lexemes in progress, ``(g, j)`` = global lexer-DFA state ``g``
+  (which names its terminal) of a lexeme that started at set ``j``.  Only states
+  that can still consume a byte are kept.
+- ``acc``: whether the bytes so far form a complete sentence.
+
+Stepping a byte ``b``: every frontier lexeme steps its DFA; those that reach an
+accepting state *complete* their terminal: the items of set ``j`` waiting for it
+advance into a new set ``k`` (one per byte, shared by all completions at that
+byte), which is closed under prediction and completion (with the
+Aycock–Horspool fix for nullable nonterminals), and every terminal it expects
+starts a new lexeme at ``k``.  All lexings are explored at once, so this
+recognises exactly the language described in :mod:`structgen.cfg.grammar`.
+
+Grammar arrays (see :class:`structgen.cfg.engine.Tables`): dotted rules ``dr``
+with ``dr_next[dr]`` (next symbol: nonterminal ``< NN``, terminal ``NN + t``,
+-1 when complete) and ``dr_lhs[dr]``; ``nt_ptr``/``nt_dr0`` (CSR: the dot-0
+dotted rules of each nonterminal); ``nullable``; ``final_dr`` (dotted rules whose
+presence with origin 0 means "accepting").  Lexer: ``trans[g, byte]`` over the
+concatenated terminal DFAs, ``gacc``/``gout`` (accepting / has a transition),
+``gterm`` (terminal of a state), ``tstart`` (start state of each terminal).
+
+Kernels return -1 when an output buffer is too small; the caller grows it and
+retries (nothing is committed before a step succeeds).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+OVERFLOW = -1
+
+
+@njit(cache=True, nogil=True)
+def _add_item(items, set_base, n, dr, org, k, mark, stamp):
+    """Append (dr, org) to set k (items[set_base:n]) unless present; returns new n (-1: full)."""
+    if org == k:
+        if mark[dr] == stamp:
+            return n
+        mark[dr] = stamp
+    else:
+        for p in range(set_base, n):
+            if items[p, 0] == dr and items[p, 1] == org:
+                return n
+    if n >= items.shape[0]:
+        return -1
+    items[n, 0] = dr
+    items[n, 1] = org
+    return n + 1
+
+
+@njit(cache=True, nogil=True)
+def close_set(items, set_off, k, n, NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, mark, stamp):
+    """Close set k (items[set_off[k]:n]) under prediction and completion; returns the new end (-1: full)."""
+    base = set_off[k]
+    p = base
+    while p < n:
+        dr = items[p, 0]
+        org = items[p, 1]
+        s = dr_next[dr]
+        if s < 0:
+            a = dr_lhs[dr]
+            if org == k:
+                lo, hi = base, n
+            else:
+                lo, hi = set_off[org], set_off[org + 1]
+            for q in range(lo, hi):
+                d2 = items[q, 0]
+                if dr_next[d2] == a:
+                    n = _add_item(items, base, n, d2 + 1, items[q, 1], k, mark, stamp)
+                    if n < 0:
+                        return -1
+        elif s < NN:
+            for r in range(nt_ptr[s], nt_ptr[s + 1]):
+                n = _add_item(items, base, n, nt_dr0[r], k, k, mark, stamp)
+                if n < 0:
+                    return -1
+            if nullable[s]:
+                n = _add_item(items, base, n, dr + 1, org, k, mark, stamp)
+                if n < 0:
+                    return -1
+        p += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def set_accepting(items, set_off, k, final_dr):
+    for p in range(set_off[k], set_off[k + 1]):
+        if items[p, 1] == 0:
+            d = items[p, 0]
+            for f in range(final_dr.shape[0]):
+                if final_dr[f] == d:
+                    return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def predict_frontier(items, set_off, k, NN, dr_next, tstart, fout, nf):
+    """Start a lexeme at set k for every terminal it expects; returns the new count (-1: full)."""
+    for p in range(set_off[k], set_off[k + 1]):
+        s = dr_next[items[p, 0]]
+        if s >= NN:
+            g = tstart[s - NN]
+            dup = False
+            for q in range(nf):
+                if fout[q, 0] == g and fout[q, 1] == k:
+                    dup = True
+                    break
+            if not dup:
+                if nf >= fout.shape[0]:
+                    return -1
+                fout[nf, 0] = g
+                fout[nf, 1] = k
+                nf += 1
+    return nf
+
+
+@njit(cache=True, nogil=True)
+def step_byte(b, items, set_off, n_sets, fin, nfin, fout, comp,
+              NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr,
+              trans, gacc, gout, gterm, tstart, mark, stampbox):
+    """Consume byte ``b``: frontier ``fin[:nfin]`` -> ``fout``.
+
+    Returns ``(nf, n_sets_after, acc)``; ``nf == -1`` means a buffer overflowed.
+    ``nf == 0 and not acc`` means the byte is not viable.
+    """
+    nf = 0
+    nc = 0
+    for q in range(nfin):
+        g2 = trans[fin[q, 0], b]
+        if g2 < 0:
+            continue
+        j = fin[q, 1]
+        if gacc[g2]:
+            t = gterm[g2]
+            dup = False
+            for c in range(nc):
+                if comp[c, 0] == t and comp[c, 1] == j:
+                    dup = True
+                    break
+            if not dup:
+                if nc >= comp.shape[0]:
+                    return -1, n_sets, False
+                comp[nc, 0] = t
+                comp[nc, 1] = j
+                nc += 1
+        if gout[g2]:
+            dup = False
+            for c in range(nf):
+                if fout[c, 0] == g2 and fout[c, 1] == j:
+                    dup = True
+                    break
+            if not dup:
+                if nf >= fout.shape[0]:
+                    return -1, n_sets, False
+                fout[nf, 0] = g2
+                fout[nf, 1] = j
+                nf += 1
+    if nc == 0:
+        return nf, n_sets, False
+    k = n_sets
+    if k + 1 >= set_off.shape[0]:
+        return -1, n_sets, False
+    stampbox[0] += 1
+    stamp = stampbox[0]
+    base = set_off[k]
+    n = base
+    for c in range(nc):
+        sym = NN + comp[c, 0]
+        j = comp[c, 1]
+        for p in range(set_off[j], set_off[j + 1]):
+            d = items[p, 0]
+            if dr_next[d] == sym:
+                n = _add_item(items, base, n, d + 1, items[p, 1], k, mark, stamp)
+                if n < 0:
+                    return -1, n_sets, False
+    n = close_set(items, set_off, k, n, NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, mark, stamp)
+    if n < 0:
+        return -1, n_sets, False
+    set_off[k + 1] = n
+    acc = set_accepting(items, set_off, k, final_dr)
+    nf = predict_frontier(items, set_off, k, NN, dr_next, tstart, fout, nf)
+    if nf < 0:
+        return -1, n_sets, False
+    return nf, k + 1, acc
+
+
+@njit(cache=True, nogil=True)
+def init_chart(items, set_off, fout, NN, start_nt, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr,
+               tstart, mark, stampbox):
+    """Set 0: the predictions of the start symbol.  Returns ``(nf, acc)``."""
+    stampbox[0] += 1
+    stamp = stampbox[0]
+    set_off[0] = 0
+    n = 0
+    for r in range(nt_ptr[start_nt], nt_ptr[start_nt + 1]):
+        n = _add_item(items, 0, n, nt_dr0[r], 0, 0, mark, stamp)
+    n = close_set(items, set_off, 0, n, NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, mark, stamp)
+    if n < 0:
+        return -1, False
+    set_off[1] = n
+    acc = set_accepting(items, set_off, 0, final_dr)
+    nf = predict_frontier(items, set_off, 0, NN, dr_next, tstart, fout, 0)
+    return nf, acc
+
+
+@njit(cache=True, nogil=True)
+def step_bytes(data, items, set_off, n_sets, front, nfront, fbuf, comp,
+               NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr,
+               trans, gacc, gout, gterm, tstart, mark, stampbox):
+    """Consume ``data`` from (n_sets, front[:nfront]).
+
+    Frontiers ping-pong inside ``fbuf`` (shape [2, cap, 2]).  Returns
+    ``(status, n_sets, nf, which, acc)``: status 1 = alive (or accepting) after all
+    bytes, 0 = rejected, -1 = overflow; the final frontier is ``fbuf[which, :nf]``.
+    """
+    for q in range(nfront):
+        fbuf[0, q, 0] = front[q, 0]
+        fbuf[0, q, 1] = front[q, 1]
+    nf = nfront
+    cur = 0
+    acc = False
+    if data.shape[0] == 0:
+        return 1, n_sets, nf, cur, acc
+    for i in range(data.shape[0]):
+        if nf == 0:
+            return 0, n_sets, 0, cur, False
+        res = step_byte(data[i], items, set_off, n_sets, fbuf[cur], nf, fbuf[1 - cur], comp,
+                        NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr,
+                        trans, gacc, gout, gterm, tstart, mark, stampbox)
+        nf2, ns2, acc = res
+        if nf2 < 0:
+            return -1, n_sets, 0, cur, False
+        n_sets = ns2
+        nf = nf2
+        cur = 1 - cur
+    if nf == 0 and not acc:
+        return 0, n_sets, 0, cur, False
+    return 1, n_sets, nf, cur, acc
+
+
+@njit(cache=True, nogil=True)
+def predict_after(t, j, items, set_off, n_sets, fout,
+                  NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr, tstart, mark, stampbox):
+    """Lexer states that start right after terminal ``t`` completes a lexeme begun at set ``j``.
+
+    Builds the would-be set ``n_sets`` without committing it.  Returns the
+    number of states written to ``fout[:, 0]`` (-1: a buffer is too small).
+    """
+    k = n_sets
+    if k + 1 >= set_off.shape[0]:
+        return -1
+    stampbox[0] += 1
+    stamp = stampbox[0]
+    base = set_off[k]
+    n = base
+    sym = NN + t
+    for p in range(set_off[j], set_off[j + 1]):
+        d = items[p, 0]
+        if dr_next[d] == sym:
+            n = _add_item(items, base, n, d + 1, items[p, 1], k, mark, stamp)
+            if n < 0:
+                return -1
+    n = close_set(items, set_off, k, n, NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, mark, stamp)
+    if n < 0:
+        return -1
+    set_off[k + 1] = n
+    return predict_frontier(items, set_off, k, NN, dr_next, tstart, fout, 0)

@@ -1,0 +1,116 @@
+"""CFG: the context-free grammar IR every grammar front-end emits.
+
+A :class:`CFG` is a start symbol, rules over symbol *names* (plain strings) and
+terminals that are regular-language IR nodes (:mod:`structgen.automaton.ir`).
+A name is a terminal iff it is a key of ``terminals``, a nonterminal iff it is a
+key of ``rules``; the two key sets must be disjoint.
+
+Language (the contract the engine implements exactly, and the one Lark's Earley
+parser with ``lexer="dynamic_complete"`` implements for well-behaved terminals):
+a byte string ``s`` is in L(G) iff ``s = i0 w1 i1 w2 ... wn in`` where
+``T1 ... Tn`` is a sentence of the rules (terminal symbols only), every ``wk``
+is in the language of terminal ``Tk`` (full match, any lexing — no longest-match
+rule, no priorities) and every ``ik`` is a (possibly empty) concatenation of
+strings from the ``ignore`` terminals.
+
+``positions`` optionally maps names to ``(line, column)`` of their definition so
+semantic errors can point into the source text.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..automaton import ir
+from ..errors import GrammarError
+
+
+@dataclass
+class CFG:
+    start: str
+    rules: dict  # dict[str, list[tuple[str, ...]]]
+    terminals: dict  # dict[str, ir.Node]
+    ignore: list = field(default_factory=list)
+    positions: dict = field(default_factory=dict)  # name -> (line, column)
+
+    def where(self, name: str):
+        return self.positions.get(name, (None, None))
+
+    def key(self) -> tuple:
+        """A hashable description (for compile caches)."""
+        return (self.start, tuple((k, tuple(v)) for k, v in sorted(self.rules.items())),
+                tuple(sorted(self.terminals.items(), key=lambda kv: kv[0])), tuple(self.ignore))
+
+    def validate(self) -> None:
+        """Raise :class:`GrammarError` for undefined symbols or start; silently OK otherwise."""
+        both = set(self.rules) & set(self.terminals)
+        if both:
+            n = sorted(both)[0]
+            raise GrammarError(f"{n!r} is both a rule and a terminal", *self.where(n))
+        if self.start not in self.rules:
+            if self.start in self.terminals:
+                raise GrammarError(f"start symbol {self.start!r} must be a rule, not a terminal",
+                                   *self.where(self.start))
+            raise GrammarError(f"start symbol {self.start!r} is not defined")
+        for lhs, alts in self.rules.items():
+            for rhs in alts:
+                for s in rhs:
+                    if s not in self.rules and s not in self.terminals:
+                        raise GrammarError(f"symbol {s!r} used in rule {lhs!r} is not defined", *self.where(lhs))
+        for n in self.ignore:
+            if n not in self.terminals:
+                raise GrammarError(f"ignored terminal {n!r} is not defined")
+
+    def __repr__(self) -> str:
+        n = sum(len(a) for a in self.rules.values())
+        return f"CFG(start={self.start!r}, {len(self.rules)} nonterminals, {n} rules, {len(self.terminals)} terminals)"
+
+
+def trim(cfg: CFG, empty_terminals: set = frozenset()) -> CFG:
+    """The equivalent grammar with only productive, reachable symbols.
+
+    ``empty_terminals`` names terminals whose language is empty (they never
+    match).  Raises :class:`GrammarError` when the language is empty.
+    """
+    cfg.validate()
+    productive = {t for t in cfg.terminals if t not in empty_terminals}
+    changed = True
+    while changed:
+        changed = False
+        for lhs, alts in cfg.rules.items():
+            if lhs not in productive and any(all(s in productive for s in rhs) for rhs in alts):
+                productive.add(lhs)
+                changed = True
+    if cfg.start not in productive:
+        raise GrammarError(f"the grammar's language is empty: start rule {cfg.start!r} derives no finite "
+                           f"sentence", *cfg.where(cfg.start))
+    reach, todo = {cfg.start}, [cfg.start]
+    rules = {}
+    while todo:
+        a = todo.pop()
+        alts = [rhs for rhs in cfg.rules[a] if all(s in productive for s in rhs)]
+        rules[a] = alts
+        for rhs in alts:
+            for s in rhs:
+                if s not in reach:
+                    reach.add(s)
+                    if s in cfg.rules:
+                        todo.append(s)
+    terms = {t: n for t, n in cfg.terminals.items() if t in reach}
+    ignore = [t for t in cfg.ignore if t not in empty_terminals]
+    for t in ignore:
+        terms.setdefault(t, cfg.terminals[t])
+    return CFG(cfg.start, rules, terms, ignore, dict(cfg.positions))
+
+
+def literal_terminal(text: str, case_insensitive: bool = False) -> ir.Node:
+    """The IR of a literal string terminal (optionally case-insensitive, as Lark's ``"abc"i``)."""
+    if not case_insensitive:
+        return ir.literal(text) if text else ir.EMPTY
+    parts = []
+    for c in text:
+        cps = {ord(c)}
+        for v in (c.lower(), c.upper(), c.swapcase()):
+            if len(v) == 1:
+                cps.add(ord(v))
+        parts.append(ir.CharSet.of([(x, x) for x in cps]))
+    return ir.seq(*parts) if parts else ir.EMPTY

@@ -1,0 +1,126 @@
+"""Lark grammars -> :class:`~structgen.cfg.grammar.CFG`.
+
+Lark's own loader reads the text (rules, string/regex terminals, ``%import``,
+``%ignore``, ``?``/``_``/``*``/``+``/``~``/``[]``, templates), so every construct
+is expanded exactly as Lark expands it; we then translate its flat rules and
+terminal patterns.  Lark errors become :class:`GrammarError` with line/column.
+
+Semantics: those of :mod:`structgen.cfg.grammar` — Lark's Earley parser with
+``lexer="dynamic_complete"`` (every lexing, ``%ignore`` between lexemes).
+Terminal priorities only rank parses, so they do not change the language and
+are ignored.  ``%declare``d terminals (no pattern) raise :class:`Unsupported`.
+"""
+from __future__ import annotations
+
+import re
+
+from ..errors import GrammarError, RegexError, Unsupported
+from .grammar import CFG, literal_terminal
+from .terminals import regex_to_ir
+
+
+def _line_col_of(text: str, name: str, definition: bool = False):
+    """(line, column) of the first definition (``name:``) or use of ``name``."""
+    pat = re.compile(r"^\s*[?!]?" + re.escape(name) + r"\b(\.\d+)?\s*(\{[^}]*\})?\s*:" if definition
+                     else r"(?<![\w.])" + re.escape(name) + r"(?![\w])", re.M)
+    m = pat.search(text)
+    if not m:
+        return None, None
+    pos = m.start() if not definition else m.start() + len(m.group(0)) - len(m.group(0).lstrip())
+    line = text.count("\n", 0, pos) + 1
+    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def _bad_regex_position(text: str):
+    """(line, column) of the first /regex/ literal that Python's ``re`` rejects."""
+    for m in re.finditer(r"/((?:[^/\\\n]|\\.)+)/[imslux]*", text):
+        try:
+            re.compile(m.group(1))
+        except re.error:
+            line = text.count("\n", 0, m.start()) + 1
+            return line, m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
+    return 1, 1
+
+
+def _wrap_lark_error(e: Exception, text: str) -> GrammarError:
+    msg = str(e).strip().split("\n")[0]
+    line, col = getattr(e, "line", None), getattr(e, "column", None)
+    if line is None or line < 0:
+        m = re.search(r"at line (\d+) column (\d+)", str(e))
+        if m:
+            line, col = int(m.group(1)), int(m.group(2))
+    if line is None or line < 0:
+        m = re.search(r"Rule '([^']+)' used but not defined \(in rule ([^)]+)\)", msg)
+        if m:
+            line, col = _line_col_of(text, m.group(1))
+        else:
+            m = re.search(r"(?:Terminal|Rule|rule|terminal|NonTerminal\(|Terminal\()\s*'([^']+)'", msg)
+            if m:
+                line, col = _line_col_of(text, m.group(1))
+    if line is None or line < 0:
+        line, col = 1, 1
+    return GrammarError(f"Lark grammar: {msg}", line, col)
+
+
+def lark_to_cfg(text: str, start: str = "start") -> CFG:
+    """Translate a Lark grammar (its ``start`` rule) into a :class:`CFG`."""
+    from lark import Lark
+    from lark.exceptions import LarkError
+
+    try:
+        parser = Lark(text, parser="earley", lexer="dynamic_complete", start=start)
+    except LarkError as e:
+        raise _wrap_lark_error(e, text) from None
+    except Exception as e:  # regex compile errors from the `re`/`regex` module
+        raise GrammarError(f"Lark grammar: bad regex: {e}", *_bad_regex_position(text)) from None
+
+    positions = {}
+    rules: dict = {}
+    for r in parser.rules:
+        lhs = r.origin.name
+        lhs = str(lhs)
+        rules.setdefault(lhs, []).append(tuple(str(s.name) for s in r.expansion))
+        if lhs not in positions:
+            lc = _line_col_of(text, lhs.lstrip("?"), definition=True)
+            if lc[0] is not None:
+                positions[lhs] = lc
+    terminals = {}
+    for t in parser.terminals:
+        name = str(t.name)
+        lc = _line_col_of(text, name, definition=True)
+        if lc[0] is not None:
+            positions[name] = lc
+        pat = t.pattern
+        flags = set(pat.flags)
+        where = f"terminal {name}" + (f" at line {lc[0]}, column {lc[1]}" if lc[0] else "")
+        if pat.type == "str":
+            if flags - {"i"}:
+                raise Unsupported(f"string terminal flags {sorted(flags)}", where)
+            terminals[name] = literal_terminal(pat.value, "i" in flags)
+        else:
+            bad = flags - {"i", "s", "m", "x", "u"}
+            if bad:
+                raise Unsupported(f"regex flags {sorted(bad)}", where)
+            body = pat.value
+            fl = "".join(sorted(f for f in flags if f in "isx"))
+            regex = f"(?{fl}:{body})" if fl else body
+            try:
+                terminals[name] = regex_to_ir(regex, where)
+            except RegexError as e:
+                raise GrammarError(f"bad regex in {where}: {e.message}", *(lc if lc[0] else (1, 1))) from None
+    declared = set()
+    for alts in rules.values():
+        for rhs in alts:
+            for s in rhs:
+                if s not in rules and s not in terminals:
+                    declared.add(s)
+    if declared:
+        n = sorted(declared)[0]
+        raise Unsupported(f"terminal {n} has no pattern (%declare)", f"line {_line_col_of(text, n)[0]}")
+    ignore = [str(n) for n in parser.ignore_tokens]
+    for n in ignore:
+        if n not in terminals:
+            raise GrammarError(f"%ignore of undefined terminal {n}", *_line_col_of(text, n))
+    if start not in rules:
+        raise GrammarError(f"start rule {start!r} is not defined", 1, 1)
+    return CFG(start, rules, terminals, ignore, positions)

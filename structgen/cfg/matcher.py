@@ -1,0 +1,309 @@
+"""CFGMatcher: the per-sequence cursor of the grammar engine (the Matcher contract).
+
+State: the Earley chart (append-only sets, see :mod:`structgen.cfg.earley`), the
+frontier of lexemes in progress and the accepting flag.  Every accepted token
+pushes ``(n_sets, frontier, acc)`` on a history stack, so ``rollback(n)`` is
+exact (truncate the chart, restore the frontier) and costs O(n).  ``fork()``
+copies the used part of the chart (a few KB).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import LimitExceeded
+from ..runtime.matcher import Matcher, _tokenize_exact, write_row
+from . import earley
+from . import mask as mk
+
+
+class CFGMatcher(Matcher):
+    """Matcher over a :class:`~structgen.cfg.engine.CompiledCFG`."""
+
+    def __init__(self, engine, _empty: bool = False):
+        self.engine = engine
+        self._items = None
+        tb = engine.tables
+        self._mark = np.zeros(max(tb.n_dr, 1), np.int64)
+        self._stamp = np.zeros(1, np.int64)
+        self._comp = np.empty((256, 2), np.int32)
+        self._fcap = 256
+        self._fbuf = np.empty((2, self._fcap, 2), np.int32)
+        if _empty:
+            return
+        self.reset()
+
+    # ------------------------------------------------------------------ state
+    def reset(self) -> None:
+        e = self.engine
+        tb = e.tables
+        # keep buffers a previous run grew: they are overwritten, never read stale
+        if getattr(self, "_items", None) is None:
+            self._items = np.empty((1024, 2), np.int32)
+            self._set_off = np.zeros(257, np.int32)
+        front = np.empty((max(64, len(tb.term_names) + 1), 2), np.int32)
+        while True:
+            nf, acc = earley.init_chart(self._items, self._set_off, front, tb.NN, tb.start_nt, tb.dr_next,
+                                        tb.dr_lhs, tb.nt_ptr, tb.nt_dr0, tb.nullable, tb.final_dr, tb.tstart,
+                                        self._mark, self._stamp)
+            if nf >= 0:
+                break
+            self._items = np.empty((self._items.shape[0] * 4, 2), np.int32)
+            front = np.empty((front.shape[0] * 4, 2), np.int32)
+        self._n_sets = 1
+        self._front = front[:nf].copy()
+        self._acc = bool(acc)
+        self._terminated = False
+        self._history: list = []
+
+    def _grow(self):
+        n_items = int(self._set_off[self._n_sets])
+        items = np.empty((max(self._items.shape[0] * 2, n_items * 2), 2), np.int32)
+        items[:n_items] = self._items[:n_items]
+        self._items = items
+        so = np.zeros(self._set_off.shape[0] * 2, np.int32)
+        so[:self._n_sets + 1] = self._set_off[:self._n_sets + 1]
+        self._set_off = so
+        # frontier and completion lists are bounded by (lexer states x sets): grow them
+        # slowly, the chart is what usually overflows
+        if self._fcap < 1 << 16:
+            self._fcap *= 2
+            self._fbuf = np.empty((2, self._fcap, 2), np.int32)
+            self._comp = np.empty((self._fcap, 2), np.int32)
+
+    def fork(self) -> "CFGMatcher":
+        m = CFGMatcher(self.engine, _empty=True)
+        n_items = int(self._set_off[self._n_sets])
+        m._items = np.empty_like(self._items)
+        m._items[:n_items] = self._items[:n_items]
+        m._set_off = self._set_off.copy()
+        m._n_sets = self._n_sets
+        m._front = self._front
+        m._acc = self._acc
+        m._terminated = self._terminated
+        m._history = list(self._history)
+        return m
+
+    def _step(self, data: np.ndarray):
+        """(status, n_sets, frontier, acc) after ``data``; the committed state is untouched."""
+        for _ in range(64):
+            if self._front.shape[0] > self._fcap:
+                self._grow()
+                continue
+            st, ns, nf, which, acc = earley.step_bytes(
+                data, self._items, self._set_off, self._n_sets, self._front, self._front.shape[0],
+                self._fbuf, self._comp, *self.engine._args, self._mark, self._stamp)
+            if st >= 0:
+                return st, ns, self._fbuf[which, :nf].copy(), bool(acc)
+            self._grow()
+        raise LimitExceeded("the parse chart keeps overflowing", "chart buffers", self._items.shape[0])
+
+    # ------------------------------------------------------------------ contract
+    def advance(self, token: int) -> bool:
+        if self._terminated:
+            return False
+        e = self.engine
+        token = int(token)
+        if token in e._eos_set:
+            if not self._acc:
+                return False
+            self._history.append((self._n_sets, self._front, self._acc, False))
+            self._terminated = True
+            return True
+        v = e.vocab
+        if not 0 <= token < v.logits_width or not v.is_normal[token]:
+            return False
+        data = v.token_data[v.token_offsets[token]:v.token_offsets[token + 1]]
+        st, ns, front, acc = self._step(data)
+        if st != 1:
+            return False
+        self._history.append((self._n_sets, self._front, self._acc, False))
+        self._n_sets, self._front, self._acc = ns, front, acc
+        return True
+
+    def advance_bytes(self, data: bytes) -> bool:
+        """Consume raw bytes (no token boundary implied); False leaves the state unchanged."""
+        if self._terminated:
+            return False
+        st, ns, front, acc = self._step(np.frombuffer(bytes(data), np.uint8))
+        if st != 1:
+            return False
+        self._history.append((self._n_sets, self._front, self._acc, False))
+        self._n_sets, self._front, self._acc = ns, front, acc
+        return True
+
+    def rollback(self, n: int = 1) -> None:
+        if n < 0 or n > len(self._history):
+            raise ValueError(f"cannot roll back {n} tokens; {len(self._history)} were accepted")
+        if n:
+            self._n_sets, self._front, self._acc, _ = self._history[-n]
+            self._terminated = False
+            del self._history[-n:]
+
+    def accepted_tokens(self) -> int:
+        return len(self._history)
+
+    def is_accepting(self) -> bool:
+        return self._acc and not self._terminated
+
+    def is_terminated(self) -> bool:
+        return self._terminated
+
+    def validate(self, tokens) -> int:
+        n = 0
+        for t in np.asarray(tokens, dtype=np.int64).reshape(-1):
+            if not self.advance(int(t)):
+                break
+            n += 1
+        self.rollback(n)
+        return n
+
+    def mask_words(self) -> np.ndarray:
+        """The allowed tokens as uint32 words (bit t of word t//32)."""
+        e = self.engine
+        if self._terminated:
+            words = np.zeros(e.words, np.uint32)
+            _set_bits(words, e.eos)
+            return words
+        for _ in range(64):
+            words = self._compute(e)
+            if words is not None:
+                break
+            self._grow()
+        else:
+            raise LimitExceeded("the parse chart keeps overflowing", "chart buffers", self._items.shape[0])
+        if self._acc:
+            _set_bits(words, e.eos)
+        return words
+
+    def _compute(self, e):
+        """The mask words (EOS aside), or None when a buffer must grow."""
+        words = np.zeros(e.words, np.uint32)
+        items = [(int(g), int(j)) for g, j in self._front.tolist()]
+        if not self._expand(e, 0, items, self._n_sets, words):
+            return None
+        return words
+
+    def _expand(self, e, bl, front, n_sets, words) -> bool:
+        """OR into ``words`` the tokens whose lexing starts with a lexeme of ``front``
+        begun at every node of boundary list ``bl``.  A lexeme that can end inside a
+        token hands over, at its boundary nodes, to the lexemes the parser predicts
+        after it (a temporary Earley set ``n_sets``, shared by all those nodes)."""
+        from .engine import or_into
+
+        tb = e.tables
+        done_bits, done_sets = set(), set()
+        for g, j in front:
+            bits, bl2 = e.lex_below(bl, g)
+            if g not in done_bits:
+                done_bits.add(g)
+                or_into(words, bits)
+            if bl2 < 0:
+                continue
+            t = int(tb.gterm[g])
+            if (bl2, t, j) in done_sets:
+                continue
+            done_sets.add((bl2, t, j))
+            pred = self._pred_buf()
+            n = earley.predict_after(t, j, self._items, self._set_off, n_sets, pred,
+                                     tb.NN, tb.dr_next, tb.dr_lhs, tb.nt_ptr, tb.nt_dr0, tb.nullable,
+                                     tb.final_dr, tb.tstart, self._mark, self._stamp)
+            if n < 0:
+                return False
+            if n and not self._expand(e, bl2, [(g2, n_sets) for g2 in pred[:n, 0].tolist()], n_sets + 1, words):
+                return False
+        return True
+
+    def _pred_buf(self):
+        n = len(self.engine.tables.term_names) + 1
+        if getattr(self, "_pred", None) is None or self._pred.shape[0] < n:
+            self._pred = np.empty((n, 2), np.int32)
+        return self._pred
+
+    def fill_bitmask(self, bitmask, row: int = 0) -> None:
+        write_row(bitmask, row, self.mask_words().view(np.int32))
+
+    def allowed_tokens(self) -> np.ndarray:
+        w = self.mask_words()
+        bits = np.unpackbits(w.view(np.uint8), bitorder="little")
+        return np.flatnonzero(bits[:self.engine.vocab.logits_width])
+
+    # ------------------------------------------------------------------ forced text
+    def forced_bytes(self, limit: int = 256) -> bytes:
+        """Bytes every continuation must start with (stops where EOS or a choice is possible)."""
+        if self._terminated:
+            return b""
+        m = self.fork()
+        out = bytearray()
+        one = np.zeros(1, np.uint8)
+        while len(out) < limit and not m._acc:
+            only = -1
+            for b in range(256):
+                one[0] = b
+                st, _, _, _ = m._step(one)
+                if st == 1:
+                    if only >= 0:
+                        only = -2
+                        break
+                    only = b
+            if only < 0:
+                break
+            out.append(only)
+            m.advance_bytes(bytes([only]))
+        return bytes(out)
+
+    def forced_tokens(self, max_back_off: int = 4) -> list:
+        if self._terminated:
+            return []
+        forced = self.forced_bytes()
+        try:
+            forced.decode("utf-8")
+        except UnicodeDecodeError as err:
+            forced = forced[:err.start]
+        if not forced:
+            return []
+        v = self.engine.vocab
+        tokens = _tokenize_exact(v, forced)
+        if not tokens:
+            return []
+        m = self.fork()
+        offsets = np.cumsum([0] + [len(v.token_bytes(x)) for x in tokens])
+        ok = m.advance_many(tokens)
+        if ok != len(tokens):
+            return []
+        keep = len(tokens)
+        for k in range(len(tokens) - 1, max(len(tokens) - max_back_off, 0) - 1, -1):
+            m.rollback(1)
+            if _crosses(m, v, forced[offsets[k]:]):
+                keep = k
+        return tokens[:keep]
+
+    def __repr__(self) -> str:
+        return (f"CFGMatcher(sets={self._n_sets}, frontier={self._front.shape[0]}, accepting={self._acc}, "
+                f"tokens={len(self._history)})")
+
+
+def _crosses(m: CFGMatcher, v, rest: bytes) -> bool:
+    """True when an allowed token starts with ``rest`` and runs past its end."""
+    trie = v.trie
+    node = 0
+    for b in rest:
+        child, end, found = node + 1, trie.node_end[node], -1
+        while child < end:
+            if trie.node_byte[child] == b:
+                found = child
+                break
+            child = trie.node_end[child]
+        if found < 0:
+            return False
+        node = found
+    lo, hi = trie.tok_ptr[node + 1], trie.tok_ptr[trie.node_end[node]]
+    if hi <= lo:
+        return False
+    ids = trie.tok_ids[lo:hi]
+    w = m.mask_words()
+    return bool(((w[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1).any())
+
+
+def _set_bits(words, ids):
+    if ids.size:
+        np.bitwise_or.at(words, ids >> 5, (np.uint32(1) << (ids & 31).astype(np.uint32)))

@@ -1,0 +1,407 @@
+"""The grammar engine against oracles: Lark (lexer="dynamic_complete"), brute force, replay.
+
+- tiny vocabularies: at every prefix of random walks, the mask equals a brute-force
+  "can this prefix still be completed" check (all strings up to N accepted by Lark);
+- random grammars: sentences sampled under the mask parse with Lark; Lark-accepted
+  sentences are accepted token by token;
+- shipped grammars on real vocabularies: corpus sentences (generated from the grammar,
+  confirmed by Lark) are accepted token by token; mask <=> advance at every prefix;
+- rollback / fork / validate replay exactly.
+"""
+from __future__ import annotations
+
+import itertools
+import random
+
+import numpy as np
+import pytest
+from lark import Lark
+from lark.exceptions import LarkError
+
+from structgen import grammars
+from structgen.cfg import compile_cfg, gbnf_to_cfg, lark_to_cfg
+from structgen.vocab.vocabulary import Vocabulary
+
+
+def lark_accepts(parser, data: bytes) -> bool:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    try:
+        parser.parse(text)
+        return True
+    except LarkError:
+        return False
+
+
+def oracle(text: str) -> Lark:
+    return Lark(text, parser="earley", lexer="dynamic_complete")
+
+
+def allowed_set(m) -> set:
+    return set(m.allowed_tokens().tolist())
+
+
+# ---------------------------------------------------------------- brute force, tiny vocabularies
+
+TINY = [
+    # (grammar, alphabet, max length N, slack): a prefix p is judged "dead" only when
+    # len(p) <= N - slack, slack bounding the length of its shortest completion
+    ('start: "a" start "b" | "c"\n', "abc", 9, 5),
+    ('start: A A | A "x" start\nA: /a+/\n', "ax", 8, 2),
+    ('start: s\ns: s "+" t | t\nt: NUM | "(" s ")"\nNUM: /[0-9]+/\n%ignore " "\n', "1+()", 7, 4),
+    ('start: item*\nitem: "ab" | "a" | B\nB: /b+c?/\n', "abc", 8, 1),
+    ('start: x y\nx: | "a" x\ny: "b"? "c"\n', "abc", 8, 2),
+]
+
+
+def accepted_upto(parser, alphabet: str, n: int) -> set:
+    out = set()
+    for k in range(n + 1):
+        for tup in itertools.product(alphabet, repeat=k):
+            s = "".join(tup)
+            if lark_accepts(parser, s.encode()):
+                out.add(s.encode())
+    return out
+
+
+@pytest.mark.parametrize("case", range(len(TINY)))
+def test_mask_equals_bruteforce_on_tiny_vocabulary(case):
+    text, alphabet, n, slack = TINY[case]
+    parser = oracle(text)
+    sentences = accepted_upto(parser, alphabet, n)
+    prefixes = {s[:i] for s in sentences for i in range(len(s) + 1)}
+    chars = [c.encode() for c in alphabet]
+    pieces = sorted(set(chars + [a + b for a in chars for b in chars][:20] + [b"ab", b"a+", b"(1", b"1)"]))
+    tokens = pieces + [b"<eos>"]
+    vocab = Vocabulary.from_bytes(tokens, eos_ids=[len(tokens) - 1])
+    eos = len(tokens) - 1
+    cg = compile_cfg(lark_to_cfg(text), vocab)
+    rng = random.Random(case)
+    for _ in range(12):
+        m = cg.matcher()
+        prefix = b""
+        for _step in range(n):
+            allowed = allowed_set(m)
+            assert (eos in allowed) == (prefix in sentences or (len(prefix) > n and m.is_accepting())), prefix
+            for t, tb in enumerate(pieces):
+                cand = prefix + tb
+                if cand in prefixes:
+                    assert t in allowed, (prefix, tb)
+                elif len(cand) <= n - slack:
+                    assert t not in allowed, (prefix, tb)
+            choices = [t for t in allowed if t != eos]
+            if not choices:
+                break
+            t = rng.choice(choices)
+            assert m.advance(t)
+            prefix += pieces[t]
+            assert prefix in prefixes or len(prefix) > n - slack
+
+
+# ---------------------------------------------------------------- random grammars
+
+def random_grammar(rng: random.Random) -> str:
+    """A small random Lark grammar over the letters a-d (recursion, empty rules, regex terminals)."""
+    nts = ["start", "r1", "r2", "r3"]
+    terms = {"A": '"a"', "B": "/b+/", "C": '"cd"', "D": "/d?c/", "E": '"ab"'}
+    lines = []
+    for i, nt in enumerate(nts):
+        alts = []
+        for _ in range(rng.randint(1, 3)):
+            syms = []
+            for _ in range(rng.randint(0, 3)):
+                if rng.random() < 0.55:
+                    syms.append(rng.choice(list(terms)))
+                else:
+                    syms.append(rng.choice(nts[i:] if rng.random() < 0.6 else nts))
+            alts.append(" ".join(syms))
+        # a terminating alternative keeps the language non-empty
+        alts.append(rng.choice(list(terms)))
+        lines.append(f"{nt}: " + " | ".join(a if a else "" for a in alts))
+    for t, p in terms.items():
+        lines.append(f"{t}: {p}")
+    if rng.random() < 0.5:
+        lines.append('%ignore " "')
+    return "\n".join(lines) + "\n"
+
+
+def sample_under_mask(m, rng, max_tokens=30, eos=None):
+    """Random logits under the mask until EOS (returns the token list, or None if unfinished)."""
+    out = []
+    for _ in range(max_tokens):
+        allowed = m.allowed_tokens()
+        assert allowed.size, "the mask must never be empty"
+        if eos in allowed and (rng.random() < 0.3 or allowed.size == 1):
+            assert m.advance(eos)
+            return out
+        choices = [t for t in allowed.tolist() if t != eos]
+        t = rng.choice(choices)
+        assert m.advance(t)
+        out.append(t)
+    return None
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_grammars_sample_and_accept(seed):
+    rng = random.Random(seed)
+    text = random_grammar(rng)
+    parser = oracle(text)
+    pieces = [b"a", b"b", b"c", b"d", b" ", b"ab", b"cd", b"bb", b"dc", b"a ", b"ca", b"bcd"]
+    vocab = Vocabulary.from_bytes(pieces + [b""], eos_ids=[len(pieces)])
+    eos = len(pieces)
+    cg = compile_cfg(lark_to_cfg(text), vocab)
+    finished = 0
+    for _ in range(15):
+        m = cg.matcher()
+        toks = sample_under_mask(m, rng, eos=eos)
+        if toks is not None:
+            finished += 1
+            data = b"".join(pieces[t] for t in toks)
+            assert lark_accepts(parser, data), (text, data)
+    # Lark-accepted strings are accepted byte by byte, and EOS exactly at the end
+    for k in range(6):
+        for tup in itertools.product("abcd ", repeat=k):
+            s = "".join(tup).encode()
+            expect = lark_accepts(parser, s)
+            m = cg.matcher()
+            ok = all(m.advance(pieces.index(bytes([c]))) for c in s)
+            if expect:
+                assert ok and m.is_accepting(), (text, s)
+            elif ok:
+                assert not m.is_accepting(), (text, s)
+
+
+# ---------------------------------------------------------------- corpus generator for shipped grammars
+
+def dfa_sample(dfa, rng, max_len=12):
+    for _ in range(50):
+        s, out = dfa.start, bytearray()
+        while True:
+            if dfa.accepting[s] and (rng.random() < 0.35 or not (dfa.transitions[s] >= 0).any()):
+                return bytes(out)
+            if len(out) >= max_len:
+                break
+            cls = [c for c in range(dfa.n_classes) if dfa.transitions[s, c] >= 0]
+            c = rng.choice(cls)
+            bs = [b for b in range(256) if dfa.byte_class[b] == c]
+            printable = [b for b in bs if 32 <= b < 127] or bs
+            b = rng.choice(printable)
+            out.append(b)
+            s = int(dfa.transitions[s, c])
+    return None
+
+
+def generate_sentence(cg, rng, max_depth=7):
+    """A random derivation of the normalised grammar, terminals sampled from their DFAs."""
+    from structgen.cfg.terminals import build
+
+    norm = cg.norm
+    dfas = {}
+
+    def term(t):
+        if t not in dfas:
+            dfas[t] = build(norm.terminals[t])
+        return dfa_sample(dfas[t], rng)
+
+    def derive(sym, depth):
+        if sym in norm.terminals:
+            w = term(sym)
+            if w is None:
+                raise RecursionError
+            return w
+        alts = norm.rules[sym]
+        if depth > max_depth:
+            alts = sorted(alts, key=len)[:1]
+        rhs = rng.choice(alts)
+        return b"".join(derive(s, depth + 1) for s in rhs)
+
+    for _ in range(20):
+        try:
+            return derive(norm.start, 0)
+        except RecursionError:
+            continue
+    return None
+
+
+SHIPPED = ["json", "sql", "arithmetic", "c_subset", "csv", "sexpr", "robot"]
+
+
+@pytest.fixture(scope="module")
+def llama3():
+    from tests.helpers import load_vocab
+
+    return load_vocab("llama3")
+
+
+def corpus(name, cg, n, seed=0):
+    parser = oracle(grammars.load(name))
+    rng = random.Random(seed)
+    out = []
+    tries = 0
+    while len(out) < n and tries < 20 * n:
+        tries += 1
+        s = generate_sentence(cg, rng)
+        if s is not None and len(s) < 200 and lark_accepts(parser, s):
+            out.append(s)
+    return out
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_grammar_corpus_on_llama3(name, llama3):
+    cg = compile_cfg(lark_to_cfg(grammars.load(name)), llama3)
+    sents = corpus(name, cg, 6)
+    assert len(sents) >= 3
+    for s in sents:
+        ids = llama3.encode(s.decode("utf-8"))
+        m = cg.matcher()
+        for i, t in enumerate(ids):
+            w = m.mask_words()
+            assert (w[t >> 5] >> (t & 31)) & 1, (name, s, i)
+            assert m.advance(t), (name, s, i)
+        assert m.is_accepting(), (name, s)
+        assert m.advance(int(llama3.eos_ids[0])) and m.is_terminated()
+
+
+@pytest.mark.parametrize("name", ["json", "arithmetic", "csv", "robot"])
+@pytest.mark.parametrize("tok", ["gpt2", "llama2", "qwen2.5"])
+def test_shipped_grammar_corpus_other_vocabularies(name, tok):
+    from tests.helpers import load_vocab
+
+    vocab = load_vocab(tok)
+    cg = compile_cfg(lark_to_cfg(grammars.load(name)), vocab)
+    parser = oracle(grammars.load(name))
+    for s in corpus(name, cg, 3, seed=1):
+        ids = vocab.encode(s.decode("utf-8"))
+        data = vocab.decode(ids)  # SentencePiece may add a leading space
+        expect = lark_accepts(parser, data)
+        m = cg.matcher()
+        ok = all(m.advance(t) for t in ids)
+        assert ok == expect or (not expect and not m.is_accepting()), (name, tok, data)
+        if expect:
+            assert m.is_accepting()
+
+
+@pytest.mark.parametrize("name", ["json", "sql", "arithmetic", "csv", "sexpr", "robot"])
+def test_mask_agrees_with_advance_on_llama3(name, llama3):
+    """At every prefix of a corpus sentence: mask bit <=> advance succeeds (sampled tokens)."""
+    cg = compile_cfg(lark_to_cfg(grammars.load(name)), llama3)
+    rng = np.random.default_rng(0)
+    normal = np.flatnonzero(llama3.is_normal)
+    for s in corpus(name, cg, 2, seed=2):
+        m = cg.matcher()
+        for t in llama3.encode(s.decode("utf-8")):
+            w = m.mask_words()
+            bits = np.unpackbits(w.view(np.uint8), bitorder="little")
+            allowed = np.flatnonzero(bits)
+            probe = np.concatenate([rng.choice(normal, 150), rng.choice(allowed, min(100, allowed.size))])
+            for p in probe.tolist():
+                ok = m.advance(p)
+                if ok:
+                    m.rollback(1)
+                assert ok == bool(bits[p]), (name, llama3.token_bytes(p))
+            assert m.advance(t)
+
+
+def test_sampled_sentences_parse_on_llama3(llama3):
+    """Random logits under the mask (steered to finish) on a real vocabulary parse with Lark."""
+    for name in ["json", "arithmetic", "robot"]:
+        cg = compile_cfg(lark_to_cfg(grammars.load(name)), llama3)
+        parser = oracle(grammars.load(name))
+        rng = random.Random(3)
+        eos = int(llama3.eos_ids[0])
+        finished = 0
+        for _ in range(4):
+            m = cg.matcher()
+            toks = []
+            for step in range(60):
+                allowed = m.allowed_tokens()
+                if eos in allowed and (step > 5 or rng.random() < 0.2):
+                    break
+                cand = allowed[allowed != eos]
+                if step > 15:  # steer towards an end: prefer one-byte tokens that close things
+                    short = [t for t in cand.tolist() if llama3.token_bytes(t) in (b'"', b"}", b"]", b")", b"0", b"\n")]
+                    cand = np.array(short) if short else cand
+                t = int(rng.choice(cand.tolist()))
+                assert m.advance(t)
+                toks.append(t)
+            if m.is_accepting():
+                finished += 1
+                assert lark_accepts(parser, llama3.decode(toks)), (name, llama3.decode(toks))
+        assert finished >= 1, name
+
+
+# ---------------------------------------------------------------- matcher contract
+
+def test_rollback_fork_validate_replay(llama3):
+    cg = compile_cfg(lark_to_cfg(grammars.load("json")), llama3)
+    ids = llama3.encode('{"a": [1, 2.5, {"b": null}], "c": "x y"}')
+    m = cg.matcher()
+    masks = [m.mask_words().copy()]
+    for t in ids:
+        assert m.advance(t)
+        masks.append(m.mask_words().copy())
+    assert m.is_accepting()
+    rng = random.Random(0)
+    for _ in range(10):
+        k = rng.randint(0, len(ids))
+        f = m.fork()
+        f.rollback(k)
+        assert np.array_equal(f.mask_words(), masks[len(ids) - k])
+        assert f.validate(ids[len(ids) - k:]) == k
+        assert np.array_equal(f.mask_words(), masks[len(ids) - k])
+        assert f.advance_many(ids[len(ids) - k:]) == k and f.is_accepting()
+    # m is untouched by its forks
+    assert np.array_equal(m.mask_words(), masks[-1])
+    # a rejected token leaves the state unchanged
+    bad = llama3.encode("}}")[0]
+    m2 = cg.matcher()
+    assert not m2.advance(bad) and np.array_equal(m2.mask_words(), masks[0])
+    # EOS only when accepting; terminated afterwards; rollback revives
+    eos = int(llama3.eos_ids[0])
+    assert not m2.advance(eos)
+    assert m.advance(eos) and m.is_terminated() and not m.advance(ids[0])
+    m.rollback(1)
+    assert not m.is_terminated() and m.is_accepting()
+    with pytest.raises(ValueError):
+        m.rollback(len(ids) + 5)
+
+
+def test_fill_bitmask_numpy_and_torch(llama3):
+    import torch
+
+    cg = compile_cfg(lark_to_cfg(grammars.load("arithmetic")), llama3)
+    m = cg.matcher()
+    words = (llama3.logits_width + 31) // 32
+    a = np.zeros((2, words), np.int32)
+    b = torch.zeros((2, words), dtype=torch.int32)
+    m.fill_bitmask(a, 1)
+    m.fill_bitmask(b, 0)
+    assert np.array_equal(a[1], b[0].numpy()) and not a[0].any()
+    ok = np.flatnonzero(np.unpackbits(a[1].view(np.uint8), bitorder="little"))
+    assert all(llama3.token_bytes(t)[:1] in b" (-0123456789abcdefghijklmnopqrstuvwxyz" for t in ok.tolist())
+
+
+def test_forced_tokens(llama3):
+    cg = compile_cfg(lark_to_cfg('start: "SELECT" " " NAME " FROM" " " NAME\nNAME: /[a-z]+/\n'), llama3)
+    m = cg.matcher()
+    forced = m.forced_tokens()
+    assert llama3.decode(forced) and b"SELECT ".startswith(llama3.decode(forced))
+    for t in forced:
+        assert m.advance(t)
+    assert m.forced_bytes() == b"SELECT "[len(llama3.decode(forced)):]
+
+
+def test_gbnf_engine_matches_oracle():
+    text = r'''root ::= "(" inner ")" | "x"
+inner ::= root ("," root)* | ""
+'''
+    cg = compile_cfg(gbnf_to_cfg(text), Vocabulary.from_bytes([b"(", b")", b",", b"x", b"(x", b"x)", b""], eos_ids=[6]))
+    lark = oracle('start: "(" inner ")" | "x"\ninner: start ("," start)* |\n')
+    for k in range(7):
+        for tup in itertools.product("(),x", repeat=k):
+            s = "".join(tup).encode()
+            m = cg.matcher()
+            ok = all(m.advance(b"(),x".index(c)) for c in s)
+            assert (ok and m.is_accepting()) == lark_accepts(lark, s), s
