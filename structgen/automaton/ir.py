@@ -136,10 +136,12 @@ def seq(*items: Node) -> Node:
 
 def alt(*items: Node) -> Node:
     flat = []
+    seen = set()  # hash-based duplicate check: `it not in flat` was quadratic for big enums
     for it in items:
         if isinstance(it, Alt):
             flat.extend(it.items)
-        elif it not in flat:
+        elif it not in seen:
+            seen.add(it)
             flat.append(it)
     flat = [it for it in flat if it != NOTHING]
     return flat[0] if len(flat) == 1 else Alt(tuple(flat))

@@ -1,0 +1,15 @@
+"""Byte-level automata: the regular-language IR, ByteDFA, and the builder.
+
+``build_dfa(node)`` turns an IR node (:mod:`.ir`) into a minimal, trimmed
+:class:`ByteDFA`; :mod:`.ops` combines ByteDFAs (intersection, union, complement
+relative to UTF-8, concatenation, emptiness, equivalence).
+"""
+from .build import build_dfa, clear_caches, dfa_from_regex
+from .dfa import ByteDFA
+from .ops import complement, concat, difference, equivalent, intersect, is_empty, union, utf8_star
+
+__all__ = [
+    "ByteDFA", "build_dfa", "dfa_from_regex", "clear_caches",
+    "intersect", "union", "difference", "complement", "concat", "is_empty", "equivalent",
+    "utf8_star",
+]
