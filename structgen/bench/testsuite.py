@@ -1,0 +1,144 @@
+"""JSON-Schema-Test-Suite runner: is every instance accepted iff the suite says it is valid?
+
+For each test case whose schema compiles, each instance is serialised compactly
+(``json.dumps(data, separators=(",", ":"))``) for the compact grammar, and with ``json.dumps``
+defaults for the ``whitespace="flexible"`` grammar, then checked on the byte DFA -- or, with a
+vocabulary, forced token by token through a :class:`~structgen.runtime.Matcher` (the tokens of
+``vocab.encode(text)``; accepted = every token advances and the end state accepts).
+
+Results are kept per keyword file: cases, cases compiled, tests run, passed, valid instances
+rejected and invalid instances accepted (the latter must stay 0).
+
+    python -m structgen.bench.testsuite [--suite DIR] [--drafts draft2020-12 draft7] [--tokenizer DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from structgen.errors import StructgenError
+
+DEFAULT_SUITE = Path(__file__).resolve().parents[2] / "tests" / "data" / "json-schema-test-suite"
+DRAFT_OPTION = {"draft2020-12": "2020-12", "draft7": "draft7"}
+
+
+def _accepts_bytes(dfa, text: str) -> bool:
+    return dfa.fullmatch(text.encode("utf-8"))
+
+
+def _accepts_tokens(compiled, vocab, text: str) -> bool:
+    m = compiled.matcher()
+    for t in vocab.encode(text):
+        if not m.advance(int(t)):
+            return False
+    return m.is_accepting()
+
+
+def run_file(path: Path, draft: str, *, vocab=None, modes=("compact", "flexible"), time_limit: float = 10.0) -> dict:
+    """Results for one keyword file (see the module docstring)."""
+    from structgen.automaton.build import build_dfa
+    from structgen.spec.json_schema import compile_json_schema
+
+    cases = json.loads(path.read_text())
+    res = {"cases": len(cases), "compiled": 0, "tests": 0, "passed": 0, "valid_rejected": 0,
+           "invalid_accepted": 0, "errors": {}}
+    failures = []
+    for case in cases:
+        checkers = []
+        try:
+            for mode in modes:
+                report = compile_json_schema(case["schema"], whitespace=mode, draft=DRAFT_OPTION[draft],
+                                             time_limit=time_limit)
+                if vocab is not None:
+                    import structgen as sg
+
+                    g = sg.Grammar.from_ir(report.grammar)
+                    cg = sg.compile(g, vocab, time_limit=time_limit, cache=False)
+                    checkers.append((mode, lambda text, cg=cg: _accepts_tokens(cg, vocab, text)))
+                else:
+                    dfa = build_dfa(report.grammar, time_limit=time_limit)
+                    checkers.append((mode, lambda text, dfa=dfa: _accepts_bytes(dfa, text)))
+        except StructgenError as e:
+            name = type(e).__name__
+            res["errors"][name] = res["errors"].get(name, 0) + 1
+            continue
+        res["compiled"] += 1
+        for test in case["tests"]:
+            res["tests"] += 1
+            ok = True
+            for mode, check in checkers:
+                text = (json.dumps(test["data"], separators=(",", ":")) if mode == "compact"
+                        else json.dumps(test["data"]))
+                got = check(text)
+                if got != test["valid"]:
+                    ok = False
+                    if got:
+                        res["invalid_accepted"] += 1
+                    else:
+                        res["valid_rejected"] += 1
+                    failures.append((case["description"], test["description"], mode, text[:80], got))
+                    break
+            res["passed"] += ok
+    res["failures"] = failures
+    return res
+
+
+def run_suite(suite: Path = DEFAULT_SUITE, drafts=("draft2020-12", "draft7"), *, vocab=None, optional=True,
+              files=None, modes=("compact", "flexible")) -> dict:
+    """``{"draft/file.json": result}`` for every keyword file of the given drafts."""
+    out = {}
+    for draft in drafts:
+        root = Path(suite) / draft
+        paths = sorted(root.glob("*.json"))
+        if optional:
+            paths += sorted((root / "optional").glob("*.json")) + sorted((root / "optional" / "format").glob("*.json"))
+        for p in paths:
+            rel = f"{draft}/{p.relative_to(root)}"
+            if files is not None and rel not in files:
+                continue
+            out[rel] = run_file(p, draft, vocab=vocab, modes=modes)
+    return out
+
+
+def summary(results: dict) -> dict:
+    keys = ("cases", "compiled", "tests", "passed", "valid_rejected", "invalid_accepted")
+    return {k: sum(r[k] for r in results.values()) for k in keys}
+
+
+def baseline_of(results: dict) -> dict:
+    """The committed form: per file, the counts only."""
+    keys = ("cases", "compiled", "tests", "passed", "valid_rejected", "invalid_accepted")
+    return {f: {k: r[k] for k in keys} for f, r in sorted(results.items())}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--suite", default=str(DEFAULT_SUITE))
+    ap.add_argument("--drafts", nargs="+", default=["draft2020-12", "draft7"])
+    ap.add_argument("--tokenizer", default=None, help="force instances token by token with this tokenizer")
+    ap.add_argument("--write-baseline", default=None, help="write the per-file counts to this JSON file")
+    ap.add_argument("--show-failures", action="store_true")
+    args = ap.parse_args(argv)
+    vocab = None
+    if args.tokenizer:
+        import structgen as sg
+
+        vocab = sg.Vocabulary.from_tokenizer(args.tokenizer)
+    t0 = time.perf_counter()
+    results = run_suite(Path(args.suite), args.drafts, vocab=vocab)
+    for f, r in results.items():
+        print(f"{f:55s} compiled {r['compiled']:3d}/{r['cases']:3d}  passed {r['passed']:4d}/{r['tests']:4d}"
+              f"  valid-rejected {r['valid_rejected']:3d}  invalid-accepted {r['invalid_accepted']}  {r['errors']}")
+        if args.show_failures:
+            for fl in r["failures"]:
+                print("      ", fl)
+    s = summary(results)
+    print(f"TOTAL {s}  ({time.perf_counter() - t0:.1f} s)")
+    if args.write_baseline:
+        Path(args.write_baseline).write_text(json.dumps(baseline_of(results), indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,247 @@
+"""String formats (``format`` keyword) as decoded-text IR.
+
+Each format is written in a small, fixed regex notation read by :func:`_rx` (literals, escapes,
+classes, groups, ``| ? * + {m,n}``), so this module does not depend on the full regex front-end.
+
+How close each is to the test oracle (``jsonschema`` 4.26 with ``FormatChecker``; ``EXACT`` lists
+the ones that match it exactly, which ``not``/``oneOf``/``if`` may then negate):
+
+- ``date``: exact (``YYYY-MM-DD``, real calendar days, leap years, year >= 1 as ``date.fromisoformat``).
+- ``date-time``: exact except that the oracle also takes a trailing ``\\n`` (a ``$`` quirk): RFC 3339
+  with ``T``/``t``, ``Z``/``z``, offsets, fractions, no leap second -- as ``rfc3339_validator``.
+- ``time``: the time part of ``date-time`` with a mandatory offset, as the oracle checks it.
+- ``email``: RFC 5321 mailbox (dot-atom or quoted local part; host name or ``[IPv4]``/``[IPv6:..]``
+  domain), a subset of the oracle (which only asks for an ``@``).
+- ``idn-email``: the oracle only asks for an ``@``; so do we (exact).
+- ``ipv4``: dotted quad without leading zeros (exact, as ``ipaddress``).
+- ``ipv6``: RFC 4291 text forms incl. ``::`` and an embedded IPv4 tail, no zone (exact, as ``ipaddress``).
+- ``uuid``: the canonical 8-4-4-4-12 hex form (a subset: the oracle also takes braces, ``urn:``).
+- ``json-pointer``: exact (RFC 6901); ``relative-json-pointer``: ASCII-digit prefix (subset).
+- ``hostname``: RFC 1123 LDH labels of 1-63 characters, at most 253 in all, no trailing dot, no
+  ``--`` at positions 3-4 (so no ``xn--`` A-labels: Punycode validity is not checked, they are left out).
+- ``uri``, ``uri-reference``, ``iri``, ``iri-reference``, ``uri-template``,
+  ``duration``: RFC-shaped regexes; the oracle does not check them without optional packages, so
+  we are stricter than it (never looser than the RFCs' syntax).
+- ``idn-hostname``: ASCII LDH labels only, no ``xn--``/``--`` at positions 3-4 (a subset).
+- ``regex``: not a regular language -> ``Unsupported`` (annotation-only in lenient mode).
+Any other format name is an annotation and constrains nothing, as the specification says.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from structgen.automaton import ir
+
+EXACT = frozenset({"date", "date-time", "time", "idn-email", "ipv4", "ipv6", "json-pointer"})
+NOT_REGULAR = frozenset({"regex"})
+
+_CLASS_ESC = {"d": [(0x30, 0x39)], "w": [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)],
+              "s": [(0x09, 0x0D), (0x20, 0x20)]}
+
+
+class _Reader:
+    def __init__(self, text: str):
+        self.t, self.i = text, 0
+
+    def peek(self):
+        return self.t[self.i] if self.i < len(self.t) else None
+
+    def take(self):
+        c = self.t[self.i]
+        self.i += 1
+        return c
+
+
+def _rx(text: str) -> ir.Node:
+    """Read a format pattern (full-match semantics) into IR."""
+    r = _Reader(text)
+    node = _alt(r)
+    if r.peek() is not None:
+        raise ValueError(f"bad format pattern {text!r} at {r.i}")
+    return node
+
+
+def _alt(r):
+    items = [_seq(r)]
+    while r.peek() == "|":
+        r.take()
+        items.append(_seq(r))
+    return ir.alt(*items)
+
+
+def _seq(r):
+    items = []
+    while r.peek() not in (None, "|", ")"):
+        items.append(_quant(r, _atom(r)))
+    return ir.seq(*items) if items else ir.EMPTY
+
+
+def _quant(r, node):
+    while True:
+        c = r.peek()
+        if c == "?":
+            r.take(); node = ir.repeat(node, 0, 1)
+        elif c == "*":
+            r.take(); node = ir.repeat(node, 0, None)
+        elif c == "+":
+            r.take(); node = ir.repeat(node, 1, None)
+        elif c == "{":
+            r.take()
+            body = ""
+            while r.peek() != "}":
+                body += r.take()
+            r.take()
+            lo, _, hi = body.partition(",")
+            node = ir.repeat(node, int(lo), int(lo) if "," not in body else (int(hi) if hi else None))
+        else:
+            return node
+
+
+def _esc(c, r=None):
+    if c == "x" and r is not None:
+        v = int(r.take() + r.take(), 16)
+        return [(v, v)]
+    if c in _CLASS_ESC:
+        return _CLASS_ESC[c]
+    return [(ord(c), ord(c))]
+
+
+def _atom(r):
+    c = r.take()
+    if c == "(":
+        if r.t.startswith("?:", r.i):
+            r.i += 2
+        node = _alt(r)
+        assert r.take() == ")"
+        return node
+    if c == ".":
+        return ir.ANY_CHAR
+    if c == "\\":
+        return ir.CharSet.of(_esc(r.take(), r))
+    if c == "[":
+        neg = r.peek() == "^"
+        if neg:
+            r.take()
+        ranges = []
+        while r.peek() != "]":
+            a = r.take()
+            if a == "\\":
+                e = _esc(r.take(), r)
+                if len(e) > 1 or e[0][0] != e[0][1]:
+                    ranges += e
+                    continue
+                a = chr(e[0][0])
+            if r.peek() == "-" and r.t[r.i + 1] != "]":
+                r.take()
+                b = r.take()
+                if b == "\\":
+                    b = chr(_esc(r.take(), r)[0][0])
+                ranges.append((ord(a), ord(b)))
+            else:
+                ranges.append((ord(a), ord(a)))
+        r.take()
+        cs = ir.CharSet.of(ranges)
+        if neg:
+            cs = ir.CharSet.of([x for x in cs.negate().ranges if not (x[0] >= 0xD800 and x[1] <= 0xDFFF)])
+            cs = ir.CharSet.of([rr for a, b in cs.ranges for rr in ((a, min(b, 0xD7FF)), (max(a, 0xE000), b))
+                                if rr[0] <= rr[1]])
+        return cs
+    return ir.CharSet(((ord(c), ord(c)),))
+
+
+# --- calendar dates: day-of-month validity with leap years, years 0001-9999 -------------------
+_YEAR = r"(\d\d\d[1-9]|\d\d[1-9]\d|\d[1-9]\d\d|[1-9]\d\d\d)"
+# leap years: YY % 4 == 0 and YY != 00, or YY == 00 and CC % 4 == 0 (CC != 00 as year 0 is out)
+_MOD4 = r"([02468][048]|[13579][26])"
+_LEAP = rf"(\d\d(0[48]|[2468][048]|[13579][26])|{_MOD4}00)"
+_MD_COMMON = r"((0[13578]|1[02])-(0[1-9]|[12]\d|3[01])|(0[469]|11)-(0[1-9]|[12]\d|30)|02-(0[1-9]|1\d|2[0-8]))"
+DATE = rf"({_YEAR}-{_MD_COMMON}|{_LEAP}-02-29)"
+_TIME_BASE = r"([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?"
+_OFFSET = r"([Zz]|[+\-]([01]\d|2[0-3]):[0-5]\d)"
+TIME = _TIME_BASE + _OFFSET
+DATE_TIME = DATE + "[Tt]" + TIME
+
+_OCTET = r"(25[0-5]|2[0-4]\d|1\d\d|[1-9]\d|\d)"
+IPV4 = rf"{_OCTET}(\.{_OCTET}){{3}}"
+
+
+def _ipv6() -> str:
+    h = "[0-9A-Fa-f]{1,4}"
+
+    def groups(n):  # n hextets joined by ':'
+        return "" if n == 0 else f"{h}(:{h}){{{n - 1}}}" if n > 1 else h
+
+    alts = [f"{groups(8)}", f"({h}:){{6}}{IPV4}"]
+    for a in range(0, 8):
+        for b in range(0, 8 - a):
+            alts.append(f"{groups(a)}::{groups(b)}")
+    for a in range(0, 6):
+        for b in range(0, 6 - a):
+            alts.append(f"{groups(a)}::({h}:){{{b}}}{IPV4}")
+    return "(" + "|".join(alts) + ")"
+
+
+IPV6 = _ipv6()
+_LABEL = r"[A-Za-z0-9]([A-Za-z0-9\-]{0,61}[A-Za-z0-9])?"
+HOSTNAME = rf"{_LABEL}(\.{_LABEL})*"
+_HEX = "[0-9A-Fa-f]"
+UUID = f"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}"
+JSON_POINTER = r"(/([^/~]|~[01])*)*"
+RELATIVE_JSON_POINTER = rf"(0|[1-9]\d*)(#|{JSON_POINTER})"
+# RFC 3986 (ASCII): scheme ":" hier-part ["?" query] ["#" fragment]
+_UNRES = r"[A-Za-z0-9\-._~]"
+_PCT = f"%{_HEX}{_HEX}"
+_SUB = r"[!$&'()*+,;=]"
+_PCHAR = f"({_UNRES}|{_PCT}|{_SUB}|[:@])"
+_QF = f"({_PCHAR}|[/?])*"
+_IP_LITERAL = f"\\[({IPV6}|[vV]{_HEX}+\\.({_UNRES}|{_SUB}|:)+)\\]"
+_AUTH = f"(({_UNRES}|{_PCT}|{_SUB}|:)*@)?({_IP_LITERAL}|({_UNRES}|{_PCT}|{_SUB})*)(:\\d*)?"
+_PATH_ABEMPTY = f"(/{_PCHAR}*)*"
+_HIER = f"(//{_AUTH}{_PATH_ABEMPTY}|/({_PCHAR}+{_PATH_ABEMPTY})?|{_PCHAR}+{_PATH_ABEMPTY}|)"
+URI = f"[A-Za-z][A-Za-z0-9+\\-.]*:{_HIER}(\\?{_QF})?(#{_QF})?"
+_SEG_NZ_NC = f"({_UNRES}|{_PCT}|{_SUB}|@)+"
+_RELPART = f"(//{_AUTH}{_PATH_ABEMPTY}|/({_PCHAR}+{_PATH_ABEMPTY})?|{_SEG_NZ_NC}{_PATH_ABEMPTY}|)"
+URI_REFERENCE = f"({URI}|{_RELPART}(\\?{_QF})?(#{_QF})?)"
+_IRI_CHARS = "[\u00a0-\ud7ff\uf900-\ufdcf\ufdf0-\uffef\U00010000-\U000efffd]"
+IRI = URI.replace(_UNRES, f"([A-Za-z0-9\\-._~]|{_IRI_CHARS})")
+IRI_REFERENCE = URI_REFERENCE.replace(_UNRES, f"([A-Za-z0-9\\-._~]|{_IRI_CHARS})")
+# RFC 6570 level 4: literals, and expressions {op? varspec(,varspec)*} with varname (.varchar)* and
+# an optional prefix (:1-9999) or explode (*) modifier
+_VARCHAR = f"([A-Za-z0-9_]|%{_HEX}{_HEX})"
+_VARSPEC = f"{_VARCHAR}+(\\.{_VARCHAR}+)*(:[1-9]\\d{{0,3}}|\\*)?"
+URI_TEMPLATE = (f"([^\\x00-\\x20\"%<>\\\\^`{{|}}\\x7f]|%{_HEX}{_HEX}"
+                f"|\\{{[+#./;?&=,!@|]?{_VARSPEC}(,{_VARSPEC})*\\}})*")
+# RFC 3339 appendix A: dur-year = nY [nM [nD]], dur-hour = nH [nM [nS]], or weeks alone
+_DUR_TIME = r"T(\d+H(\d+M(\d+S)?)?|\d+M(\d+S)?|\d+S)"
+DURATION = rf"P((\d+Y(\d+M(\d+D)?)?|\d+M(\d+D)?|\d+D)({_DUR_TIME})?|{_DUR_TIME}|\d+W)"
+_IDN_LABEL = r"[A-Za-z0-9]([A-Za-z0-9\-]{0,61}[A-Za-z0-9])?"
+_ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~\-]"
+_LOCAL = f'({_ATEXT}+(\\.{_ATEXT}+)*|"([ !#-\\[\\]-~]|\\\\[ -~])*")'
+EMAIL = f"{_LOCAL}@({HOSTNAME}|\\[{IPV4}\\]|\\[IPv6:{IPV6}\\])"
+IDN_EMAIL = ".*@.*"
+
+_PATTERNS = {
+    "date": DATE, "date-time": DATE_TIME, "time": TIME, "ipv4": IPV4, "ipv6": IPV6,
+    "uuid": UUID, "json-pointer": JSON_POINTER,
+    "relative-json-pointer": RELATIVE_JSON_POINTER, "uri": URI, "uri-reference": URI_REFERENCE,
+    "iri": IRI, "iri-reference": IRI_REFERENCE, "uri-template": URI_TEMPLATE, "duration": DURATION,
+    "email": EMAIL, "idn-email": IDN_EMAIL,
+}
+
+
+@lru_cache(maxsize=None)
+def format_ir(name: str):
+    """Decoded-text IR of format ``name``, or None when the format is an unconstrained annotation."""
+    if name in ("idn-hostname", "hostname"):
+        return _hostname()
+    pat = _PATTERNS.get(name)
+    return None if pat is None else _rx(pat)
+
+
+@lru_cache(maxsize=None)
+def _hostname() -> ir.Node:
+    label = _rx(_IDN_LABEL)
+    bad = _rx("..--.*")  # '--' at positions 3-4 (this covers xn-- A-labels), RFC 5891 4.2.3.1
+    good = ir.And((label, ir.Not(bad)))
+    names = ir.seq(good, ir.Repeat(ir.seq(ir.literal("."), good), 0, None))
+    return ir.And((names, ir.Repeat(ir.ANY_CHAR, 1, 253)))
