@@ -36,7 +36,19 @@ def oracle_live(pattern: str, data: bytes) -> bool:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    return regex.fullmatch(pattern, text, partial=True) is not None
+    try:
+        # The backtracking oracle is exponential on some nested quantifiers.
+        return regex.fullmatch(pattern, text, partial=True, timeout=0.25) is not None
+    except TimeoutError:
+        return None
+
+
+def oracle_full(pattern: str, text: str):
+    """re.fullmatch semantics, None when the backtracking oracle times out."""
+    try:
+        return regex.fullmatch(pattern, text, timeout=0.25) is not None
+    except TimeoutError:
+        return None
 
 
 def compiled(pattern, name):
@@ -59,8 +71,9 @@ def check_prefixes(pattern, vocab, cg, ids, rng, n_probe=40):
     for i in range(len(ids) + 1):
         allowed = set(allowed_ids(m, vocab.logits_width).tolist())
         text = prefix.decode("utf-8", errors="strict") if oracle_live(pattern, prefix) is not None else None
-        if text is not None:
-            assert (eos in allowed) == (re.fullmatch(pattern, text) is not None), (pattern, text)
+        full = oracle_full(pattern, text) if text is not None else None
+        if full is not None:
+            assert (eos in allowed) == full, (pattern, text)
         probe = list(rng.choice(normal, size=n_probe)) + list(rng.choice(sorted(allowed), size=min(n_probe, len(allowed))))
         if i < len(ids):
             probe.append(ids[i])
@@ -154,7 +167,7 @@ def sample(cg, vocab, rng, max_tokens=60, eos_bias=0.0):
     return None
 
 
-@settings(max_examples=40, deadline=None, database=None)
+@settings(max_examples=40, deadline=None, database=None, derandomize=True)
 @given(data=st.data())
 def test_hypothesis_regexes_against_oracle(data):
     """Random regexes from a small grammar, random strings, on every vocabulary."""
