@@ -170,7 +170,7 @@ def sample(cg, vocab, rng, max_tokens=60, eos_bias=0.0):
     return None
 
 
-@settings(max_examples=40, deadline=None, database=None, derandomize=True)
+@settings(max_examples=25, deadline=None, database=None, derandomize=True)
 @given(data=st.data())
 def test_hypothesis_regexes_against_oracle(data):
     """Random regexes from a small grammar, random strings, on every vocabulary."""
