@@ -405,3 +405,114 @@ inner ::= root ("," root)* | ""
             m = cg.matcher()
             ok = all(m.advance(b"(),x".index(c)) for c in s)
             assert (ok and m.is_accepting()) == lark_accepts(lark, s), s
+
+
+# ---------------------------------------------------------------- fast masks vs the slow reference walk
+
+def reference_words(m) -> np.ndarray:
+    """The mask by brute force over the trie: the parser stepped at every node (mask.full_walk)."""
+    from structgen.cfg import mask as mk
+
+    e = m.engine
+    tr = e.trie
+    depth = int(tr.max_depth) + 2
+    cap = 1 << 14
+    while True:
+        words = np.zeros(e.words, np.uint32)
+        items = np.empty((m._items.shape[0] + cap * 8, 2), np.int32)
+        items[:m._items.shape[0]] = m._items
+        set_off = np.zeros(m._n_sets + depth * 2 + 2, np.int32)
+        set_off[:m._n_sets + 1] = m._set_off[:m._n_sets + 1]
+        lvl = [np.zeros(depth, np.int64) for _ in range(3)]
+        r = mk.full_walk(1, tr.node_depth.shape[0], m._n_sets, m._front, m._front.shape[0], items, set_off,
+                         np.empty((cap, 2), np.int32), np.empty((cap, 2), np.int32), *lvl,
+                         *e._trie_args, words, *e._args, np.zeros_like(m._mark), np.zeros(2, np.int64))
+        if r == 0:
+            if m.is_accepting():
+                for t in e.eos.tolist():
+                    words[t >> 5] |= np.uint32(1 << (t & 31))
+            return words
+        cap *= 4
+
+
+@pytest.mark.parametrize("name,which", [("sql", 2), ("c_subset", 0), ("json", 1)])
+def test_mask_equals_reference_walk_on_llama3(name, which, llama3):
+    """mask_words (cached lexer walks + parser at boundaries + pruning) equals the walk
+    that steps the parser at every trie node, at every prefix of a benchmark sentence."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "bench_grammar.py"
+    spec = importlib.util.spec_from_file_location("bench_grammar", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    cg = compile_cfg(lark_to_cfg(grammars.load(name)), llama3)
+    ids = llama3.encode(bench.SENTENCES[name][which])[:24]
+    m = cg.matcher()
+    for i, t in enumerate(ids):
+        fast = m.mask_words()
+        ref = reference_words(m)
+        assert np.array_equal(fast, ref), (name, i, llama3.decode(ids[:i]))
+        assert m.advance(t)
+
+
+def test_mask_cache_is_bounded(llama3):
+    """A tiny max_cache_bytes clears the cache repeatedly; the masks do not change."""
+    text = grammars.load("sql")
+    big = compile_cfg(lark_to_cfg(text), llama3)
+    small = compile_cfg(lark_to_cfg(text), llama3, max_cache_bytes=1 << 16)
+    ids = llama3.encode("SELECT a.x, COUNT(*) FROM t AS a WHERE a.y IN (1, 2) ORDER BY x;")
+    mb, ms = big.matcher(), small.matcher()
+    for t in ids:
+        assert np.array_equal(mb.mask_words(), ms.mask_words())
+        assert mb.advance(t) and ms.advance(t)
+    assert small.cache.clears > 0 and big.cache.clears == 0
+    assert small.cache.nbytes() < big.cache.nbytes()
+
+
+def _forced_bytes_brute(m, limit=64) -> bytes:
+    f = m.fork()
+    out = bytearray()
+    while len(out) < limit and not f.is_accepting():
+        ok = [b for b in range(256) if f.advance_bytes(bytes([b])) and (f.rollback(1) or True)]
+        if len(ok) != 1:
+            break
+        out.append(ok[0])
+        f.advance_bytes(bytes(ok))
+    return bytes(out)
+
+
+@pytest.mark.parametrize("text,prefix", [
+    ('start: "SELECT" " " NAME " FROM" " " NAME\nNAME: /[a-z]+/\n', b""),
+    ('start: "SELECT" " " NAME " FROM" " " NAME\nNAME: /[a-z]+/\n', b"SELECT ab"),
+    ('start: "(" start ")" | "x" "yz"\n', b"((x"),
+    ('start: A B\nA: /ab?/\nB: "bc"\n', b"a"),
+    ('start: "key" "=" NUM ";"\nNUM: /[0-9]+/\n%ignore " "\n', b"key"),
+])
+def test_forced_bytes_match_brute_force(text, prefix):
+    vocab = Vocabulary.from_bytes([bytes([b]) for b in range(256)] + [b""], eos_ids=[256])
+    m = compile_cfg(lark_to_cfg(text), vocab).matcher()
+    assert m.advance_bytes(prefix)
+    assert m.forced_bytes() == _forced_bytes_brute(m)
+
+
+def test_disk_cache_round_trip(tmp_path, monkeypatch):
+    from structgen.cfg import diskcache, lark_frontend
+    from structgen.cfg.engine import normalise
+
+    monkeypatch.setenv("STRUCTGEN_CACHE_DIR", str(tmp_path))
+    text = grammars.load("robot")
+    monkeypatch.setattr(lark_frontend, "_CACHE", {})
+    a = lark_to_cfg(text)
+    na, da = normalise(a)
+    files = sorted(p.name.split("-")[0] for p in (tmp_path / "cfg").iterdir())
+    assert files == ["lark", "norm"]
+    monkeypatch.setattr(lark_frontend, "_CACHE", {})
+    monkeypatch.setattr(lark_frontend, "_lark_to_cfg", lambda *a: pytest.fail("the disk cache was not used"))
+    b = lark_to_cfg(text)
+    assert b.key() == a.key() and b.positions == a.positions
+    nb, db = normalise(b)
+    assert nb.key() == na.key() and set(db) == set(da)
+    assert all(np.array_equal(db[k].transitions, da[k].transitions) for k in da)
+    monkeypatch.setenv("STRUCTGEN_CACHE_DIR", "")
+    assert diskcache.cache_dir() is None

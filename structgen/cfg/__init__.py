@@ -7,7 +7,9 @@ recursive parts) compiled against a vocabulary into exact token masks.
 
 Modules: ``grammar`` (the CFG IR), ``lark_frontend``, ``gbnf``, ``terminals``
 (regex/IR -> DFA), ``earley`` (byte-stepped Earley kernels), ``mask`` (trie
-walks), ``engine`` (normalisation, tables, CompiledCFG), ``matcher`` (CFGMatcher).
+walks), ``cache`` (MaskCache: per-grammar mask parts, bounded), ``diskcache``
+(Lark loading and lexer DFAs pickled per grammar under a user cache dir),
+``engine`` (normalisation, tables, CompiledCFG), ``matcher`` (CFGMatcher).
 """
 from .grammar import CFG
 from .lark_frontend import lark_to_cfg

@@ -40,15 +40,23 @@ OVERFLOW = -1
 
 @njit(cache=True, nogil=True)
 def _add_item(items, set_base, n, dr, org, k, mark, stamp):
-    """Append (dr, org) to set k (items[set_base:n]) unless present; returns new n (-1: full)."""
+    """Append (dr, org) to set k (items[set_base:n]) unless present; returns new n (-1: full).
+
+    ``mark`` has two halves: ``mark[dr] == stamp`` iff (dr, k) is in the set,
+    ``mark[half + dr] == stamp`` iff dr is there with some other origin (only then
+    is the set scanned for a duplicate)."""
     if org == k:
         if mark[dr] == stamp:
             return n
         mark[dr] = stamp
     else:
-        for p in range(set_base, n):
-            if items[p, 0] == dr and items[p, 1] == org:
-                return n
+        h = mark.shape[0] // 2 + dr
+        if mark[h] == stamp:
+            for p in range(set_base, n):
+                if items[p, 0] == dr and items[p, 1] == org:
+                    return n
+        else:
+            mark[h] = stamp
     if n >= items.shape[0]:
         return -1
     items[n, 0] = dr

@@ -10,12 +10,13 @@ Normalisation (exact, see :mod:`structgen.cfg.grammar` for the language):
 - unproductive and unreachable symbols are removed (an empty language raises
   :class:`GrammarError`).
 
-The per-lexer-state mask parts (see :mod:`structgen.cfg.mask`) are cached on the
-compiled grammar, so they are shared by every matcher of it.
+The mask parts that do not depend on the parse stack (see :mod:`structgen.cfg.mask`)
+are cached on the compiled grammar (:class:`~structgen.cfg.cache.MaskCache`), so
+they are shared by every matcher of it.
 """
 from __future__ import annotations
 
-import threading
+import pickle
 import time
 
 import numpy as np
@@ -23,8 +24,8 @@ import numpy as np
 from ..automaton import ir
 from ..automaton.dfa import ByteDFA
 from ..errors import GrammarError, LimitExceeded
-from . import earley
-from . import mask as mk
+from . import diskcache
+from .cache import MaskCache
 from .grammar import CFG, trim
 from .terminals import build
 
@@ -121,8 +122,27 @@ def _drop_epsilon(d: ByteDFA) -> ByteDFA:
 
 
 def normalise(cfg: CFG, max_states: int = 100_000):
-    """(normalised CFG, {terminal: ByteDFA}) — see the module docstring."""
+    """(normalised CFG, {terminal: ByteDFA}) — see the module docstring.  Cached on
+    disk per grammar (:mod:`structgen.cfg.diskcache`, keyed by the pickled CFG)."""
     cfg.validate()
+    try:
+        key = pickle.dumps((cfg.start, cfg.rules, cfg.terminals, cfg.ignore, max_states), protocol=4)
+    except Exception:  # an IR node that does not pickle: no disk cache
+        key = None
+    hit = diskcache.load("norm", key) if key is not None else None
+    if isinstance(hit, tuple) and len(hit) == 2:
+        norm, dfas = hit
+        norm.positions = dict(cfg.positions)
+        if cfg.start in cfg.positions:
+            norm.positions[_START] = cfg.positions[cfg.start]
+        return norm, dfas
+    res = _normalise(cfg, max_states)
+    if key is not None:
+        diskcache.store("norm", key, res)
+    return res
+
+
+def _normalise(cfg: CFG, max_states: int):
     if _START in cfg.rules or _TRAIL in cfg.terminals:
         raise GrammarError(f"names {_START!r}/{_TRAIL!r} are reserved")
     ign = [cfg.terminals[n] for n in cfg.ignore]
@@ -175,9 +195,14 @@ def normalise(cfg: CFG, max_states: int = 100_000):
 
 
 class CompiledCFG:
-    """A CFG compiled for one vocabulary.  ``matcher()`` hands out matchers."""
+    """A CFG compiled for one vocabulary.  ``matcher()`` hands out matchers.
 
-    def __init__(self, cfg: CFG, vocab, *, max_states: int = 100_000, max_lexer_states: int = 200_000):
+    ``max_cache_bytes`` bounds the per-grammar cache of mask parts
+    (:class:`~structgen.cfg.cache.MaskCache`); past it the cache starts afresh.
+    """
+
+    def __init__(self, cfg: CFG, vocab, *, max_states: int = 100_000, max_lexer_states: int = 200_000,
+                 max_cache_bytes: int = 256 << 20):
         t0 = time.perf_counter()
         self.cfg = cfg
         self.vocab = vocab
@@ -188,85 +213,44 @@ class CompiledCFG:
         trie = vocab.trie
         self.trie = trie
         self._trie_args = (trie.node_byte, trie.node_depth, trie.node_end, trie.tok_ptr, trie.tok_ids)
-        self.parent = _parents(trie)
         self.words = (int(vocab.logits_width) + 31) // 32
         self.eos = np.asarray(vocab.eos_ids, np.int64)
         self._eos_set = set(self.eos.tolist())
-        self._lex_cache: dict = {}
-        self._blists: list = [np.zeros(1, np.int32)]  # id 0: the root
-        self._lock = threading.Lock()
+        self.cache = MaskCache(max_cache_bytes)
         self.compile_seconds = time.perf_counter() - t0
+
+    def free_lexer(self):
+        """``(trans[S, 256], zeros[S], out[S])``: a DFA of the prefixes of any sequence of
+        lexemes, ignoring the parser (built on first use).  Tokens below a boundary that
+        it rejects can never be allowed, so :mod:`structgen.cfg.mask` leaves them out of
+        the "everything below is allowed already" test.  Accepts every byte string
+        when the DFA would be too large."""
+        fl = getattr(self, "_free_lexer", None)
+        if fl is None:
+            from ..errors import StructgenError
+
+            nodes = [self.norm.terminals[t] for t in self.tables.term_names]
+            try:
+                if not nodes:
+                    raise LimitExceeded("no terminals", "free lexer", 0)
+                d = build(ir.repeat(ir.alt(*nodes), 1, None), max_states=4096)
+                full = d.transitions[:, d.byte_class]
+                trans = np.ascontiguousarray(full, dtype=np.int32)
+            except StructgenError:
+                trans = np.zeros((1, 256), np.int32)  # one state looping on every byte
+            n = trans.shape[0]
+            fl = self._free_lexer = (trans, np.zeros(n, np.uint8), (trans >= 0).any(axis=1).astype(np.uint8))
+        return fl
 
     def matcher(self):
         from .matcher import CFGMatcher
 
         return CFGMatcher(self)
 
-    # -- mask parts that do not depend on the parse stack, cached per grammar ------
-    def lex_below(self, bl: int, g: int):
-        """``(bits, bl2)`` for a lexeme in lexer state ``g`` starting at every node of the
-        boundary list ``bl`` (0 = the trie root): the tokens it keeps alive, and the id
-        of the list of nodes where it can end with bytes left over (-1: none)."""
-        key = (bl, g)
-        hit = self._lex_cache.get(key)
-        if hit is not None:
-            return hit
-        tb = self.tables
-        stack = np.zeros(self.trie.max_depth + 2, np.int32)
-        cap = 1024
-        while True:
-            words = np.zeros(self.words, np.uint32)
-            out = np.empty(cap, np.int32)
-            if bl == 0:
-                nb = mk.lex_walk(g, tb.trans, tb.gacc, tb.gout, *self._trie_args, stack, words, out)
-            else:
-                nb = mk.lex_walk_below(self._blists[bl], g, tb.trans, tb.gacc, tb.gout, *self._trie_args,
-                                       stack, words, out)
-            if nb >= 0:
-                break
-            cap *= 4
-        with self._lock:
-            bl2 = -1
-            if nb:
-                bl2 = len(self._blists)
-                self._blists.append(np.unique(out[:nb]))
-            res = (_pack(words), bl2)
-            self._lex_cache[key] = res
-        return res
-
     def __repr__(self) -> str:
         t = self.tables
         return (f"CompiledCFG({t.NN} nonterminals, {len(t.term_names)} terminals, {t.n_lexer_states} lexer "
                 f"states, {self.compile_seconds * 1e3:.1f} ms)")
-
-
-def _pack(words: np.ndarray):
-    """A bit set as dense words, or as (word indices, word bits) when sparse."""
-    nz = np.flatnonzero(words)
-    if nz.size * 4 > words.size:
-        return words
-    return (nz.astype(np.intp), words[nz])
-
-
-def or_into(words: np.ndarray, bits) -> None:
-    """``words |= bits`` for either representation of :func:`_pack`."""
-    if isinstance(bits, np.ndarray):
-        np.bitwise_or(words, bits, out=words)
-    elif bits[0].size:
-        words[bits[0]] |= bits[1]
-
-
-_PARENTS: dict = {}
-
-
-def _parents(trie):
-    key = id(trie)
-    hit = _PARENTS.get(key)
-    if hit is not None and hit[0] is trie:
-        return hit[1]
-    p = mk.trie_parents(trie.node_depth)
-    _PARENTS[key] = (trie, p)
-    return p
 
 
 def compile_cfg(cfg: CFG, vocab, **limits) -> CompiledCFG:

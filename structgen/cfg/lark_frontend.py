@@ -13,8 +13,10 @@ are ignored.  ``%declare``d terminals (no pattern) raise :class:`Unsupported`.
 from __future__ import annotations
 
 import re
+import threading
 
 from ..errors import GrammarError, RegexError, Unsupported
+from . import diskcache
 from .grammar import CFG, literal_terminal
 from .terminals import regex_to_ir
 
@@ -31,15 +33,15 @@ def _line_col_of(text: str, name: str, definition: bool = False):
     return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
 
 
-def _bad_regex_position(text: str):
-    """(line, column) of the first /regex/ literal that Python's ``re`` rejects."""
+def _bad_regex_position(text: str, default=(1, 1)):
+    """(line, column) of the first /regex/ literal that Python's ``re`` rejects (else ``default``)."""
     for m in re.finditer(r"/((?:[^/\\\n]|\\.)+)/[imslux]*", text):
         try:
             re.compile(m.group(1))
         except re.error:
             line = text.count("\n", 0, m.start()) + 1
             return line, m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
-    return 1, 1
+    return default
 
 
 def _wrap_lark_error(e: Exception, text: str) -> GrammarError:
@@ -63,12 +65,42 @@ def _wrap_lark_error(e: Exception, text: str) -> GrammarError:
 
 
 def lark_to_cfg(text: str, start: str = "start") -> CFG:
-    """Translate a Lark grammar (its ``start`` rule) into a :class:`CFG`."""
-    from lark import Lark
-    from lark.exceptions import LarkError
+    """Translate a Lark grammar (its ``start`` rule) into a :class:`CFG`.
 
+    Cached per (text, start) in memory and on disk (:mod:`structgen.cfg.diskcache`):
+    a repeat costs a dict lookup, a new process a file read."""
+
+    key = (text, start)
+    hit = _CACHE.get(key)
+    if hit is not None:
+        return CFG(hit.start, dict(hit.rules), dict(hit.terminals), list(hit.ignore), dict(hit.positions))
+    import lark
+
+    dkey = "\0".join((lark.__version__, start, text)).encode("utf-8", "surrogatepass")
+    cfg = diskcache.load("lark", dkey)
+    if not isinstance(cfg, CFG):
+        cfg = _lark_to_cfg(text, start)
+        diskcache.store("lark", dkey, cfg)
+    with _LOCK:
+        if len(_CACHE) >= 64:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = cfg
+    return CFG(cfg.start, dict(cfg.rules), dict(cfg.terminals), list(cfg.ignore), dict(cfg.positions))
+
+
+_CACHE: dict = {}  # (text, start) -> CFG, the last 64 grammars (terminal IR nodes are immutable)
+_LOCK = threading.Lock()
+
+
+def _lark_to_cfg(text: str, start: str) -> CFG:
+    from lark.exceptions import LarkError
+    from lark.load_grammar import load_grammar
+
+    # Lark's grammar loader and EBNF->BNF compiler, exactly what Lark(...) runs before
+    # building its own parser and lexer (which we do not need: half of its load time)
     try:
-        parser = Lark(text, parser="earley", lexer="dynamic_complete", start=start)
+        grammar, _ = load_grammar(text, "<string>", None, False)
+        terminal_defs, rule_defs, ignore_names = grammar.compile([start], set())
     except LarkError as e:
         raise _wrap_lark_error(e, text) from None
     except Exception as e:  # regex compile errors from the `re`/`regex` module
@@ -76,7 +108,7 @@ def lark_to_cfg(text: str, start: str = "start") -> CFG:
 
     positions = {}
     rules: dict = {}
-    for r in parser.rules:
+    for r in rule_defs:
         lhs = r.origin.name
         lhs = str(lhs)
         rules.setdefault(lhs, []).append(tuple(str(s.name) for s in r.expansion))
@@ -85,7 +117,7 @@ def lark_to_cfg(text: str, start: str = "start") -> CFG:
             if lc[0] is not None:
                 positions[lhs] = lc
     terminals = {}
-    for t in parser.terminals:
+    for t in terminal_defs:
         name = str(t.name)
         lc = _line_col_of(text, name, definition=True)
         if lc[0] is not None:
@@ -107,7 +139,8 @@ def lark_to_cfg(text: str, start: str = "start") -> CFG:
             try:
                 terminals[name] = regex_to_ir(regex, where)
             except RegexError as e:
-                raise GrammarError(f"bad regex in {where}: {e.message}", *(lc if lc[0] else (1, 1))) from None
+                at = _bad_regex_position(text, default=lc if lc[0] else (1, 1))
+                raise GrammarError(f"bad regex in {where}: {e.message}", *at) from None
     declared = set()
     for alts in rules.values():
         for rhs in alts:
@@ -117,7 +150,7 @@ def lark_to_cfg(text: str, start: str = "start") -> CFG:
     if declared:
         n = sorted(declared)[0]
         raise Unsupported(f"terminal {n} has no pattern (%declare)", f"line {_line_col_of(text, n)[0]}")
-    ignore = [str(n) for n in parser.ignore_tokens]
+    ignore = [str(n) for n in ignore_names]
     for n in ignore:
         if n not in terminals:
             raise GrammarError(f"%ignore of undefined terminal {n}", *_line_col_of(text, n))

@@ -2,72 +2,74 @@
 
 A token is allowed iff stepping its bytes through :func:`earley.step_byte` from
 the current parse state leaves a lexeme in progress or a complete sentence.
-Split the tokens by the first place where a lexeme of the current frontier
-*ends with bytes left over* (a lexeme boundary inside the token):
+Split each lexing path of a token at the places where a lexeme *ends with bytes
+left over* (lexeme boundaries inside the token):
 
-1. tokens with no such boundary only depend on the frontier's lexer-DFA states,
-   not on the parse stack.  :func:`lex_walk` computes, per lexer state ``g``,
-   the bitmask of tokens that keep ``g`` alive, and the list of trie nodes where
-   ``g`` accepts and the subtree continues ("boundary nodes").  Cached per ``g``.
-2. for each boundary node, :func:`boundary_walk` re-derives the exact parse state
-   at that node (stepping the node's bytes with the parser), keeps only the
-   lexemes that *start* there and walks the node's subtree with the parser
-   (:func:`full_walk`), further boundaries included.
+1. the part before the first boundary only depends on the lexer-DFA state ``g``
+   of a frontier lexeme, not on the parse stack.  :func:`lex_fill` walks the
+   subtrees below a *boundary list* ``bl`` (trie nodes; list 0 is the root)
+   from state ``g`` and records, once per grammar (:class:`MaskCache`), the
+   tokens it keeps alive and the new boundary list of nodes where the lexeme
+   can end with the subtree continuing;
+2. at a boundary the parser is consulted once per (terminal, origin set):
+   :func:`earley.predict_after` builds the would-be Earley set after the
+   lexeme and says which lexemes start there; they continue below the new
+   boundary list (back to 1).
 
-The union is exact: every lexing path of a token either never leaves its first
-lexeme (case 1) or leaves it first at some boundary node (case 2).
+:func:`expand_mask` runs this as a worklist of ``(boundary list, lexer state,
+Earley set)`` triples, each processed once per mask, with temporary Earley sets
+appended after the committed chart (never overwritten within a mask, so every
+prediction is computed once).  The union is exact: every lexing path of a token
+is a chain of lexemes, each starting at the previous one's boundary node.
+
+:func:`full_walk` is the slow reference: it steps the parser at every trie node.
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from .earley import step_byte
+from .earley import predict_after, step_byte
+
+# expand_mask status codes
+OK = 0
+MISS = 1        # read-only mode met a (boundary list, state) pair not in the cache
+CACHE_FULL = 2  # a cache pool or its hash table must grow
+CHART_FULL = 3  # the matcher's chart (items / set offsets / prediction buffer) must grow
+SCRATCH_FULL = 4  # the matcher's per-mask scratch (worklist, hash sets, entry stamps) must grow
+NODES_FULL = 5  # the boundary-node scratch of a lexer walk must grow
+
+# counters of a MaskCache (the ``cnt`` array)
+C_ENT, C_BITS, C_BL, C_NODES, C_HT = 0, 1, 2, 3, 4
+
+_HASH = np.int64(-7046029254386353131)  # 0x9E3779B97F4A7C15 as int64 (Fibonacci hashing)
 
 
-@njit(cache=True, nogil=True)
-def trie_parents(node_depth):
-    """parent[i] of every trie node (root: -1)."""
-    n = node_depth.shape[0]
-    parent = np.full(n, -1, dtype=np.int32)
-    stack = np.zeros(int(node_depth.max()) + 2, dtype=np.int32)
-    for i in range(1, n):
-        d = node_depth[i]
-        parent[i] = stack[d - 1]
-        stack[d] = i
-    return parent
+@njit(cache=True, nogil=True, inline="always")
+def _slot(keys, key):
+    """Slot of ``key`` in the open-addressing table ``keys`` (-1 = empty slot), or the
+    empty slot where it would go.  ``keys.shape[0]`` is a power of two."""
+    m = keys.shape[0] - 1
+    h = key * _HASH
+    s = (h ^ (h >> 31)) & m
+    while True:
+        k = keys[s]
+        if k == key or k == -1:
+            return s
+        s = (s + 1) & m
 
 
-@njit(cache=True, nogil=True)
-def lex_walk(g0, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr, tok_ids, stack, words, bnodes):
-    """Case 1 for lexer state ``g0``: sets bits in ``words``; boundary nodes into ``bnodes``.
-
-    Returns the number of boundary nodes, or -1 when ``bnodes`` is too small.
-    """
-    n = node_depth.shape[0]
-    stack[0] = g0
-    nb = 0
-    i = 1
-    while i < n:
-        d = node_depth[i]
-        g = trans[stack[d - 1], node_byte[i]]
-        if g < 0:
-            i = node_end[i]
-            continue
-        for k in range(tok_ptr[i], tok_ptr[i + 1]):
-            t = tok_ids[k]
-            words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-        if gacc[g] and node_end[i] > i + 1:
-            if nb >= bnodes.shape[0]:
-                return -1
-            bnodes[nb] = i
-            nb += 1
-        if not gout[g]:
-            i = node_end[i]
-            continue
-        stack[d] = g
-        i += 1
-    return nb
+@njit(cache=True, nogil=True, inline="always")
+def _sslot(keys, stamps, cur, key):
+    """Like :func:`_slot` for a table whose slots are live only when ``stamps[s] == cur``
+    (cleared in O(1) by bumping ``cur``)."""
+    m = keys.shape[0] - 1
+    h = key * _HASH
+    s = (h ^ (h >> 31)) & m
+    while True:
+        if stamps[s] != cur or keys[s] == key:
+            return s
+        s = (s + 1) & m
 
 
 @njit(cache=True, nogil=True)
@@ -128,69 +130,12 @@ def full_walk(lo, hi, n_sets, front, nfront, items, set_off, fstack, comp, lvl_s
 
 
 @njit(cache=True, nogil=True)
-def boundary_walk(bnodes, parent, n_sets, front, nfront, items, set_off, fstack, comp, lvl_sets, lvl_fs, lvl_fn,
-                  path, node_byte, node_depth, node_end, tok_ptr, tok_ids, words,
-                  NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr,
-                  trans, gacc, gout, gterm, tstart, mark, stampbox):
-    """Case 2: for each boundary node (ascending ids), the lexemes starting there, walked exactly."""
-    for q in range(nfront):
-        fstack[q, 0] = front[q, 0]
-        fstack[q, 1] = front[q, 1]
-    lvl_sets[0] = n_sets
-    lvl_fs[0] = 0
-    lvl_fn[0] = nfront
-    for bi in range(bnodes.shape[0]):
-        nd = bnodes[bi]
-        depth = node_depth[nd]
-        x = nd
-        for d in range(depth, 0, -1):
-            path[d] = x
-            x = parent[x]
-        ok = True
-        for d in range(1, depth + 1):
-            a = lvl_fs[d - 1]
-            nin = lvl_fn[d - 1]
-            out = a + nin
-            res = step_byte(node_byte[path[d]], items, set_off, lvl_sets[d - 1], fstack[a:out], nin, fstack[out:],
-                            comp, NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr,
-                            trans, gacc, gout, gterm, tstart, mark, stampbox)
-            nf, ns, acc = res
-            if nf < 0:
-                return -1
-            lvl_sets[d] = ns
-            lvl_fs[d] = out
-            lvl_fn[d] = nf
-            if nf == 0:
-                ok = False
-                break
-        if not ok or lvl_sets[depth] == lvl_sets[depth - 1]:
-            continue
-        # keep only the lexemes that start at the boundary (the set made by the last byte)
-        k = lvl_sets[depth] - 1
-        a = lvl_fs[depth]
-        m = 0
-        for q in range(lvl_fn[depth]):
-            if fstack[a + q, 1] == k:
-                fstack[a + m, 0] = fstack[a + q, 0]
-                fstack[a + m, 1] = k
-                m += 1
-        lvl_fn[depth] = m
-        if m == 0:
-            continue
-        r = _walk_range(nd + 1, node_end[nd], items, set_off, fstack, comp, lvl_sets, lvl_fs, lvl_fn,
-                        node_byte, node_depth, node_end, tok_ptr, tok_ids, words,
-                        NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr,
-                        trans, gacc, gout, gterm, tstart, mark, stampbox)
-        if r < 0:
-            return -1
-    return 0
-
-
-@njit(cache=True, nogil=True)
 def lex_walk_below(bnodes, g0, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
                    stack, words, out_nodes):
-    """Like :func:`lex_walk`, for a lexeme ``g0`` starting at each node of ``bnodes``:
-    walks the subtrees below them.  Returns the number of boundary nodes (-1: full)."""
+    """Case 1 for a lexeme in lexer state ``g0`` starting at each node of ``bnodes``
+    (``[0]``: the root): sets the bits of the tokens it keeps alive in ``words`` and
+    writes the boundary nodes (the lexeme accepts there and the subtree goes on) to
+    ``out_nodes``.  Returns their number, or -1 when ``out_nodes`` is too small."""
     nb = 0
     for bi in range(bnodes.shape[0]):
         root = bnodes[bi]
@@ -218,3 +163,264 @@ def lex_walk_below(bnodes, g0, trans, gacc, gout, node_byte, node_depth, node_en
             stack[d] = g
             i += 1
     return nb
+
+
+@njit(cache=True, nogil=True)
+def rehash(keys, vals, new_keys, new_vals):
+    """Insert the live entries of one hash table (see :func:`_slot`) into a larger empty one."""
+    for s in range(keys.shape[0]):
+        if keys[s] >= 0:
+            t = _slot(new_keys, keys[s])
+            new_keys[t] = keys[s]
+            new_vals[t] = vals[s]
+
+
+@njit(cache=True, nogil=True)
+def _append_bits(scr_words, bidx, bval, p):
+    """Append the non-zero words of ``scr_words`` to the pool at ``p``; returns the new end (-1: full)."""
+    nz = 0
+    for w in range(scr_words.shape[0]):
+        if scr_words[w] != 0:
+            nz += 1
+    if p + nz > bidx.shape[0]:
+        return -1
+    for w in range(scr_words.shape[0]):
+        if scr_words[w] != 0:
+            bidx[p] = w
+            bval[p] = scr_words[w]
+            p += 1
+    return p
+
+
+@njit(cache=True, nogil=True)
+def lex_fill(bl, g, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
+             ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_uoff, bl_un, cnt,
+             scr_words, scr_nodes, lstack, ftrans, facc, fout):
+    """Compute the cache entry of ``(bl, g)`` and append it to the pools.
+
+    A new boundary list also records (bits ``bl_uoff/bl_un`` in the bit pool) the
+    tokens below its nodes whose rest is a prefix of some sequence of lexemes (the
+    free lexer ``ftrans``, parser ignored): a superset of what lexemes starting
+    there can allow, so :func:`expand_mask` skips a list once they are all allowed.
+    Returns the entry id, -1 when a pool is full (nothing is published: the
+    counters only move at the end), -2 when ``scr_nodes`` is too small.
+    """
+    scr_words[:] = 0
+    nb = lex_walk_below(bl_nodes[bl_off[bl]:bl_off[bl + 1]], g, trans, gacc, gout,
+                        node_byte, node_depth, node_end, tok_ptr, tok_ids, lstack, scr_words, scr_nodes)
+    if nb < 0:
+        return -2
+    e = cnt[C_ENT]
+    if e >= ent_bl2.shape[0]:
+        return -1
+    p0 = cnt[C_BITS]
+    p = _append_bits(scr_words, bidx, bval, p0)
+    if p < 0:
+        return -1
+    bl2 = -1
+    if nb > 0:
+        u = np.unique(scr_nodes[:nb])
+        b = cnt[C_BL]
+        o = cnt[C_NODES]
+        if b + 2 > bl_off.shape[0] or o + u.shape[0] > bl_nodes.shape[0]:
+            return -1
+        scr_words[:] = 0
+        lex_walk_below(u, 0, ftrans, facc, fout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
+                       lstack, scr_words, scr_nodes)
+        p2 = _append_bits(scr_words, bidx, bval, p)
+        if p2 < 0:
+            return -1
+        bl_uoff[b] = p
+        bl_un[b] = p2 - p
+        p = p2
+        bl_nodes[o:o + u.shape[0]] = u
+        bl_off[b + 1] = o + u.shape[0]
+        cnt[C_BL] = b + 1
+        cnt[C_NODES] = o + u.shape[0]
+        bl2 = b
+    ent_boff[e] = p0
+    ent_bn[e] = bl_uoff[bl2] - p0 if bl2 >= 0 else p - p0
+    ent_bl2[e] = bl2
+    cnt[C_BITS] = p
+    cnt[C_ENT] = e + 1
+    return e
+
+
+@njit(cache=True, nogil=True)
+def expand_mask(front, nfront, n_sets, items, set_off,
+                NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr, trans, gacc, gout, gterm, tstart,
+                mark, stampbox, node_byte, node_depth, node_end, tok_ptr, tok_ids,
+                ht_keys, ht_vals, ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_uoff, bl_un, cnt,
+                fill, root_done, scr_words, scr_nodes, lstack, ftrans, facc, fout,
+                words, estamp, bstamp, work, ptask, vkeys, vstamp, pkeys, pstamp, pval, predbuf):
+    """OR into ``words`` every token allowed from the parse state (chart ``items`` /
+    ``set_off`` with ``n_sets`` committed sets, frontier ``front[:nfront]``), EOS aside.
+
+    Cache: the open-addressing table ``ht_keys`` (key ``bl * n_lexer_states + g``,
+    -1 empty) -> entry id ``ht_vals``; entry ``e`` has token bits
+    ``(bidx, bval)[ent_boff[e]:ent_boff[e] + ent_bn[e]]`` (word index, word) and
+    boundary list ``ent_bl2[e]`` (-1: none), the nodes
+    ``bl_nodes[bl_off[b]:bl_off[b + 1]]`` below which lie the tokens
+    ``(bidx, bval)[bl_uoff[b]:bl_uoff[b] + bl_un[b]]``.  With ``fill`` false a
+    missing entry returns MISS; with ``fill`` true it is computed and appended
+    (the caller publishes ``ht_keys``/``cnt`` afterwards).  With ``root_done``
+    the bits of the frontier's own entries (list 0) are already in ``words``.
+
+    Order: the bits of every queued (list, state, set) triple are OR-ed before the
+    parser is asked about any boundary (queue ``ptask``), so a boundary list
+    whose tokens are already all allowed is skipped without a prediction.
+
+    Per-mask scratch of the matcher: ``estamp`` / ``bstamp`` (entry OR-ed / list
+    known covered), ``work`` (triples), ``ptask`` (boundaries to predict after),
+    ``vkeys/vstamp`` (triples seen), ``pkeys/pstamp/pval`` ((terminal, set) ->
+    (temp set, offset, count) in ``predbuf``); the stamp tables are live where
+    their stamp equals ``stampbox[1]``.
+
+    Returns a status code (OK, MISS, CACHE_FULL, CHART_FULL, SCRATCH_FULL, NODES_FULL).
+    """
+    NG = trans.shape[0]
+    T = tstart.shape[0]
+    SC = np.int64(set_off.shape[0])
+    stampbox[1] += 1
+    cur = stampbox[1]
+    nw = 0
+    for q in range(nfront):
+        if nw >= work.shape[0]:
+            return SCRATCH_FULL
+        work[nw, 0] = 0
+        work[nw, 1] = front[q, 0]
+        work[nw, 2] = front[q, 1]
+        nw += 1
+    next_set = n_sets
+    npred = 0
+    nv = 0
+    np_ = 0
+    head = 0
+    nt = 0
+    thead = 0
+    while True:
+        if head < nw:
+            bl = work[head, 0]
+            g = work[head, 1]
+            j = work[head, 2]
+            head += 1
+            if bl > 0 and _covered(bl, bl_uoff, bl_un, bidx, bval, words, bstamp, cur) != 0:
+                continue
+            key = np.int64(bl) * NG + g
+            s = _slot(ht_keys, key)
+            if ht_keys[s] == -1:
+                if not fill:
+                    return MISS
+                if (cnt[C_HT] + 1) * 2 > ht_keys.shape[0]:
+                    return CACHE_FULL
+                e = lex_fill(bl, g, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
+                             ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_uoff, bl_un, cnt,
+                             scr_words, scr_nodes, lstack, ftrans, facc, fout)
+                if e == -1:
+                    return CACHE_FULL
+                if e == -2:
+                    return NODES_FULL
+                ht_keys[s] = key
+                ht_vals[s] = e
+                cnt[C_HT] += 1
+            else:
+                e = ht_vals[s]
+            if e >= estamp.shape[0]:
+                return SCRATCH_FULL
+            if estamp[e] != cur and not (root_done and bl == 0):
+                estamp[e] = cur
+                for k in range(ent_boff[e], ent_boff[e] + ent_bn[e]):
+                    words[bidx[k]] |= bval[k]
+            bl2 = ent_bl2[e]
+            if bl2 >= 0:
+                if nt >= ptask.shape[0]:
+                    return SCRATCH_FULL
+                ptask[nt, 0] = bl2
+                ptask[nt, 1] = gterm[g]
+                ptask[nt, 2] = j
+                nt += 1
+            continue
+        if thead >= nt:
+            break
+        # a lexeme can end inside a token: ask the parser what starts after it
+        bl2 = ptask[thead, 0]
+        t = ptask[thead, 1]
+        j = ptask[thead, 2]
+        thead += 1
+        c = _covered(bl2, bl_uoff, bl_un, bidx, bval, words, bstamp, cur)
+        if c < 0:
+            return SCRATCH_FULL
+        if c:
+            continue
+        pk = np.int64(j) * T + t
+        ps = _sslot(pkeys, pstamp, cur, pk)
+        if pstamp[ps] == cur:
+            k2 = pval[ps, 0]
+            po = pval[ps, 1]
+            pn = pval[ps, 2]
+        else:
+            if (np_ + 1) * 2 > pkeys.shape[0]:
+                return SCRATCH_FULL
+            k2 = next_set
+            if k2 + 2 >= set_off.shape[0]:
+                return CHART_FULL
+            pn = predict_after(t, j, items, set_off, k2, predbuf[npred:], NN, dr_next, dr_lhs, nt_ptr, nt_dr0,
+                               nullable, final_dr, tstart, mark, stampbox)
+            if pn < 0:
+                return CHART_FULL
+            po = npred
+            npred += pn
+            next_set += 1
+            pkeys[ps] = pk
+            pstamp[ps] = cur
+            pval[ps, 0] = k2
+            pval[ps, 1] = po
+            pval[ps, 2] = pn
+            np_ += 1
+        for r in range(po, po + pn):
+            g2 = predbuf[r, 0]
+            vk = (np.int64(bl2) * NG + g2) * SC + k2
+            vs = _sslot(vkeys, vstamp, cur, vk)
+            if vstamp[vs] == cur:
+                continue
+            if (nv + 1) * 2 > vkeys.shape[0] or nw >= work.shape[0]:
+                return SCRATCH_FULL
+            vkeys[vs] = vk
+            vstamp[vs] = cur
+            nv += 1
+            work[nw, 0] = bl2
+            work[nw, 1] = g2
+            work[nw, 2] = k2
+            nw += 1
+    return OK
+
+
+@njit(cache=True, nogil=True)
+def _covered(bl, bl_uoff, bl_un, bidx, bval, words, bstamp, cur):
+    """1 when every token below boundary list ``bl`` is already in ``words`` (remembered
+    in ``bstamp`` for the rest of the mask: words only grow), 0 if not, -1 when
+    ``bstamp`` is too small."""
+    if bl >= bstamp.shape[0]:
+        return -1
+    if bstamp[bl] == cur:
+        return 1
+    for k in range(bl_uoff[bl], bl_uoff[bl] + bl_un[bl]):
+        if (words[bidx[k]] & bval[k]) != bval[k]:
+            return 0
+    bstamp[bl] = cur
+    return 1
+
+
+@njit(cache=True, nogil=True)
+def or_roots(gs, NG, ht_keys, ht_vals, ent_boff, ent_bn, bidx, bval, words):
+    """OR the cached bits of lexer states ``gs`` at the trie root (list 0) into ``words``;
+    False (words partly written) when one is not cached yet."""
+    for i in range(gs.shape[0]):
+        key = np.int64(gs[i])
+        s = _slot(ht_keys, key)
+        if ht_keys[s] == -1:
+            return False
+        e = ht_vals[s]
+        for k in range(ent_boff[e], ent_boff[e] + ent_bn[e]):
+            words[bidx[k]] |= bval[k]
+    return True

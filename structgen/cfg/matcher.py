@@ -23,11 +23,20 @@ class CFGMatcher(Matcher):
         self.engine = engine
         self._items = None
         tb = engine.tables
-        self._mark = np.zeros(max(tb.n_dr, 1), np.int64)
-        self._stamp = np.zeros(1, np.int64)
+        self._mark = np.zeros(2 * max(tb.n_dr, 1), np.int64)  # see earley._add_item
+        self._stamp = np.zeros(2, np.int64)  # [0]: Earley-set stamp, [1]: per-mask stamp
         self._comp = np.empty((256, 2), np.int32)
         self._fcap = 256
         self._fbuf = np.empty((2, self._fcap, 2), np.int32)
+        # per-mask scratch of expand_mask (stamped tables: cleared by bumping _stamp[1])
+        self._estamp = np.zeros(256, np.int64)
+        self._bstamp = np.zeros(256, np.int64)
+        self._work = np.empty((1024, 3), np.int32)
+        self._ptask = np.empty((1024, 3), np.int32)
+        self._vkeys, self._vstamp = _stamped(2048)
+        self._pkeys, self._pstamp = _stamped(256)
+        self._pval = np.empty((256, 3), np.int32)
+        self._predbuf = np.empty((max(1024, 4 * tb.n_lexer_states), 2), np.int32)
         if _empty:
             return
         self.reset()
@@ -69,6 +78,7 @@ class CFGMatcher(Matcher):
             self._fcap *= 2
             self._fbuf = np.empty((2, self._fcap, 2), np.int32)
             self._comp = np.empty((self._fcap, 2), np.int32)
+        self._predbuf = np.empty((self._predbuf.shape[0] * 2, 2), np.int32)
 
     def fork(self) -> "CFGMatcher":
         m = CFGMatcher(self.engine, _empty=True)
@@ -164,60 +174,67 @@ class CFGMatcher(Matcher):
             words = np.zeros(e.words, np.uint32)
             _set_bits(words, e.eos)
             return words
-        for _ in range(64):
-            words = self._compute(e)
-            if words is not None:
-                break
-            self._grow()
-        else:
-            raise LimitExceeded("the parse chart keeps overflowing", "chart buffers", self._items.shape[0])
+        words = self._compute(e)
         if self._acc:
             _set_bits(words, e.eos)
         return words
 
     def _compute(self, e):
-        """The mask words (EOS aside), or None when a buffer must grow."""
-        words = np.zeros(e.words, np.uint32)
-        items = [(int(g), int(j)) for g, j in self._front.tolist()]
-        if not self._expand(e, 0, items, self._n_sets, words):
-            return None
-        return words
+        """The mask words, EOS aside (see :func:`structgen.cfg.mask.expand_mask`).
 
-    def _expand(self, e, bl, front, n_sets, words) -> bool:
-        """OR into ``words`` the tokens whose lexing starts with a lexeme of ``front``
-        begun at every node of boundary list ``bl``.  A lexeme that can end inside a
-        token hands over, at its boundary nodes, to the lexemes the parser predicts
-        after it (a temporary Earley set ``n_sets``, shared by all those nodes)."""
-        from .engine import or_into
+        First a read-only pass over the grammar's cache snapshot; if it misses a
+        part, the whole mask is recomputed under the cache lock on a private copy
+        of the cache that computes and appends the missing parts, then published."""
+        cache = e.cache
+        snap = cache.snap
+        root = cache.root_bits(snap, self._front[:, 0], e.tables.trans.shape[0])
+        words = np.zeros(e.words, np.uint32) if root is None else root.copy()
+        if self._run(e, snap, words, False, root is not None) == mk.OK:
+            return words
+        with cache.lock:
+            snap = cache.begin_fill()
+            for _ in range(200):
+                words[:] = 0
+                st = self._run(e, snap, words, True, False)
+                if st == mk.OK:
+                    cache.publish(snap)
+                    return words
+                if st == mk.CACHE_FULL:
+                    cache.grow(snap, e.words, e.trie.node_depth.shape[0])
+                else:  # NODES_FULL
+                    cache.scr_nodes = np.empty(cache.scr_nodes.shape[0] * 4, np.int32)
+        raise LimitExceeded("the grammar's mask cache keeps overflowing", "mask cache entries", cache.n_entries)
 
-        tb = e.tables
-        done_bits, done_sets = set(), set()
-        for g, j in front:
-            bits, bl2 = e.lex_below(bl, g)
-            if g not in done_bits:
-                done_bits.add(g)
-                or_into(words, bits)
-            if bl2 < 0:
-                continue
-            t = int(tb.gterm[g])
-            if (bl2, t, j) in done_sets:
-                continue
-            done_sets.add((bl2, t, j))
-            pred = self._pred_buf()
-            n = earley.predict_after(t, j, self._items, self._set_off, n_sets, pred,
-                                     tb.NN, tb.dr_next, tb.dr_lhs, tb.nt_ptr, tb.nt_dr0, tb.nullable,
-                                     tb.final_dr, tb.tstart, self._mark, self._stamp)
-            if n < 0:
-                return False
-            if n and not self._expand(e, bl2, [(g2, n_sets) for g2 in pred[:n, 0].tolist()], n_sets + 1, words):
-                return False
-        return True
-
-    def _pred_buf(self):
-        n = len(self.engine.tables.term_names) + 1
-        if getattr(self, "_pred", None) is None or self._pred.shape[0] < n:
-            self._pred = np.empty((n, 2), np.int32)
-        return self._pred
+    def _run(self, e, snap, words, fill: bool, root_done: bool) -> int:
+        """One call of the mask kernel, growing this matcher's buffers as needed."""
+        cache = e.cache
+        if cache.scr_words is None:
+            cache.alloc_scratch(e.words, e.trie.node_depth.shape[0], int(e.trie.max_depth) + 2)
+        for _ in range(64):
+            if self._estamp.shape[0] < snap.ent_bl2.shape[0]:
+                self._estamp = np.zeros(snap.ent_bl2.shape[0], np.int64)
+            if self._bstamp.shape[0] < snap.bl_off.shape[0]:
+                self._bstamp = np.zeros(snap.bl_off.shape[0], np.int64)
+            front = self._front
+            st = mk.expand_mask(front, front.shape[0], self._n_sets, self._items, self._set_off, *e._args,
+                                self._mark, self._stamp, *e._trie_args, *snap.arrays(), fill, root_done,
+                                cache.scr_words, cache.scr_nodes, cache.lstack, *e.free_lexer(),
+                                words, self._estamp, self._bstamp, self._work, self._ptask, self._vkeys, self._vstamp,
+                                self._pkeys, self._pstamp, self._pval, self._predbuf)
+            if st == mk.SCRATCH_FULL:
+                self._work = np.empty((self._work.shape[0] * 2, 3), np.int32)
+                self._ptask = np.empty((self._ptask.shape[0] * 2, 3), np.int32)
+                self._vkeys, self._vstamp = _stamped(self._vkeys.shape[0] * 2)
+                self._pkeys, self._pstamp = _stamped(self._pkeys.shape[0] * 2)
+                self._pval = np.empty((self._pkeys.shape[0], 3), np.int32)
+            elif st == mk.CHART_FULL:
+                self._grow()
+            else:
+                return st
+            if not root_done:
+                words[:] = 0
+        raise LimitExceeded("the mask computation keeps overflowing its buffers", "chart buffers",
+                            self._items.shape[0])
 
     def fill_bitmask(self, bitmask, row: int = 0) -> None:
         write_row(bitmask, row, self.mask_words().view(np.int32))
@@ -229,18 +246,31 @@ class CFGMatcher(Matcher):
 
     # ------------------------------------------------------------------ forced text
     def forced_bytes(self, limit: int = 256) -> bytes:
-        """Bytes every continuation must start with (stops where EOS or a choice is possible)."""
+        """Bytes every continuation must start with (stops where EOS or a choice is possible).
+
+        Candidate bytes are those some frontier lexeme can step on (one row lookup
+        per lexeme); two of them that keep a lexeme going already mean a choice, so
+        the parser is only stepped for the few bytes that might complete a lexeme."""
         if self._terminated:
             return b""
+        tb = self.engine.tables
         m = self.fork()
         out = bytearray()
         one = np.zeros(1, np.uint8)
-        while len(out) < limit and not m._acc:
+        while len(out) < limit and not m._acc and m._front.shape[0]:
+            rows = tb.trans[m._front[:, 0]]
+            cand = np.flatnonzero((rows >= 0).any(axis=0))
+            if cand.size == 0:
+                break
+            if cand.size > 1:
+                nxt = rows[:, cand]
+                sure = ((nxt >= 0) & (tb.gout[np.maximum(nxt, 0)] != 0)).any(axis=0)
+                if int(sure.sum()) >= 2:
+                    break
             only = -1
-            for b in range(256):
+            for b in cand.tolist():
                 one[0] = b
-                st, _, _, _ = m._step(one)
-                if st == 1:
+                if m._step(one)[0] == 1:
                     if only >= 0:
                         only = -2
                         break
@@ -302,6 +332,11 @@ def _crosses(m: CFGMatcher, v, rest: bytes) -> bool:
     ids = trie.tok_ids[lo:hi]
     w = m.mask_words()
     return bool(((w[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1).any())
+
+
+def _stamped(n: int):
+    """(keys, stamps) of an empty stamped hash table with ``n`` slots (see mask._sslot)."""
+    return np.zeros(n, np.int64), np.full(n, -1, np.int64)
 
 
 def _set_bits(words, ids):

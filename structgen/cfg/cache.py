@@ -1,0 +1,146 @@
+"""MaskCache: the per-grammar cache of mask parts that do not depend on the parse stack.
+
+For a pair (boundary list ``bl``, lexer state ``g``) — see :mod:`structgen.cfg.mask`
+— the cache holds the tokens a lexeme in state ``g`` keeps alive below the nodes
+of ``bl`` (sparse: word index, word) and the id of the boundary list where it can
+end inside a token.  Everything lives in flat, append-only numpy pools so the
+Numba kernel :func:`~structgen.cfg.mask.expand_mask` reads and extends them.
+
+Concurrency: readers (masks computed with ``fill=False``) use an immutable
+*snapshot* — a hash table and the pools; entries are only ever appended past
+the counters a snapshot knows, and a fill works on a private copy of the hash
+table and counters that is published at the end under a lock.  So a matcher in
+one thread never sees a half-written entry of another thread's fill.
+
+Bound: when the pools exceed ``max_bytes`` the next fill starts from an empty
+cache (old snapshots stay valid for their readers); ``clears`` counts those.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from . import mask as mk
+
+
+class _Snapshot:
+    __slots__ = ("ht_keys", "ht_vals", "ent_bl2", "ent_boff", "ent_bn", "bidx", "bval", "bl_off", "bl_nodes",
+                 "bl_uoff", "bl_un", "cnt")
+
+    def arrays(self):
+        return (self.ht_keys, self.ht_vals, self.ent_bl2, self.ent_boff, self.ent_bn, self.bidx, self.bval,
+                self.bl_off, self.bl_nodes, self.bl_uoff, self.bl_un, self.cnt)
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.arrays())
+
+
+class MaskCache:
+    """Append-only pools of cached mask parts for one compiled grammar."""
+
+    def __init__(self, max_bytes: int = 256 << 20):
+        self.max_bytes = int(max_bytes)
+        self.lock = threading.Lock()
+        self.clears = 0
+        self.snap = self._empty()
+        self.scr_words = self.scr_nodes = self.lstack = None  # fill scratch (used under ``lock``)
+        self.roots: dict = {}  # frontier lexer states (sorted tuple) -> their root bits, dense
+
+    def root_bits(self, snap: _Snapshot, gs: np.ndarray, n_states: int):
+        """The OR of the root-level bits of lexer states ``gs`` (a frontier), cached per
+        set of states; None while one of them is not in the snapshot ``snap`` yet."""
+        key = tuple(sorted(set(gs.tolist())))
+        hit = self.roots.get(key)
+        if hit is not None:
+            return hit
+        if self.scr_words is None:
+            return None
+        words = np.zeros(self.scr_words.shape[0], np.uint32)
+        if not mk.or_roots(np.asarray(key, np.int64), n_states, snap.ht_keys, snap.ht_vals, snap.ent_boff,
+                           snap.ent_bn, snap.bidx, snap.bval, words):
+            return None
+        self.roots[key] = words
+        return words
+
+    def alloc_scratch(self, n_words: int, n_nodes: int, depth: int) -> None:
+        self.scr_words = np.zeros(n_words, np.uint32)
+        self.scr_nodes = np.empty(max(n_nodes, 1024), np.int32)
+        self.lstack = np.zeros(depth, np.int32)
+
+    @staticmethod
+    def _empty() -> _Snapshot:
+        s = _Snapshot()
+        s.ht_keys = np.full(1024, -1, np.int64)
+        s.ht_vals = np.zeros(1024, np.int32)
+        s.ent_bl2 = np.zeros(256, np.int32)
+        s.ent_boff = np.zeros(256, np.int64)
+        s.ent_bn = np.zeros(256, np.int32)
+        s.bidx = np.zeros(1 << 14, np.int32)
+        s.bval = np.zeros(1 << 14, np.uint32)
+        s.bl_off = np.zeros(256, np.int64)
+        s.bl_nodes = np.zeros(1 << 12, np.int32)
+        s.bl_uoff = np.zeros(256, np.int64)
+        s.bl_un = np.zeros(256, np.int32)
+        # boundary list 0 is the trie root alone
+        s.bl_off[1] = 1
+        s.bl_nodes[0] = 0
+        s.cnt = np.array([0, 0, 1, 1, 0], np.int64)
+        return s
+
+    @property
+    def n_entries(self) -> int:
+        return int(self.snap.cnt[mk.C_ENT])
+
+    def nbytes(self) -> int:
+        return self.snap.nbytes() + sum(w.nbytes for w in self.roots.values())
+
+    def begin_fill(self) -> _Snapshot:
+        """A private copy of the hash table and counters over the shared pools (call under ``lock``)."""
+        s = self.snap
+        if self.nbytes() > self.max_bytes:
+            self.clears += 1
+            s = self.snap = self._empty()
+            self.roots = {}
+        w = _Snapshot()
+        for name in _Snapshot.__slots__:
+            setattr(w, name, getattr(s, name))
+        w.ht_keys = s.ht_keys.copy()
+        w.ht_vals = s.ht_vals.copy()
+        w.cnt = s.cnt.copy()
+        return w
+
+    def grow(self, w: _Snapshot, n_words: int, n_nodes: int) -> None:
+        """Make room in the fill copy ``w`` for one more entry of any size (two bit sets
+        of ``n_words`` words, a boundary list of ``n_nodes`` trie nodes); call under ``lock``.
+        Full pools are replaced by larger copies: old snapshots keep theirs."""
+        c = w.cnt
+        if (c[mk.C_HT] + 2) * 2 > w.ht_keys.shape[0]:
+            n = w.ht_keys.shape[0] * 2
+            keys, vals = np.full(n, -1, np.int64), np.zeros(n, np.int32)
+            mk.rehash(w.ht_keys, w.ht_vals, keys, vals)
+            w.ht_keys, w.ht_vals = keys, vals
+        if c[mk.C_ENT] + 1 >= w.ent_bl2.shape[0]:
+            n = 2 * w.ent_bl2.shape[0]
+            w.ent_bl2, w.ent_boff, w.ent_bn = (_larger(a, n) for a in (w.ent_bl2, w.ent_boff, w.ent_bn))
+        if c[mk.C_BITS] + 2 * n_words > w.bidx.shape[0]:
+            n = max(2 * w.bidx.shape[0], int(c[mk.C_BITS]) + 2 * n_words)
+            w.bidx, w.bval = _larger(w.bidx, n), _larger(w.bval, n)
+        if c[mk.C_BL] + 2 >= w.bl_off.shape[0]:
+            n = 2 * w.bl_off.shape[0]
+            w.bl_off, w.bl_uoff, w.bl_un = (_larger(a, n) for a in (w.bl_off, w.bl_uoff, w.bl_un))
+        if c[mk.C_NODES] + n_nodes > w.bl_nodes.shape[0]:
+            w.bl_nodes = _larger(w.bl_nodes, max(2 * w.bl_nodes.shape[0], int(c[mk.C_NODES]) + n_nodes))
+
+    def publish(self, w: _Snapshot) -> None:
+        """Make the fill copy ``w`` the snapshot readers see (call under ``lock``)."""
+        self.snap = w
+
+
+def _larger(a: np.ndarray, n: int) -> np.ndarray:
+    if n <= a.shape[0]:
+        return a
+    b = np.zeros(n, a.dtype)
+    b[:a.shape[0]] = a
+    return b
+
