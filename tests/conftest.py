@@ -1,5 +1,11 @@
 """Shared pytest fixtures (keep small).  Plain helpers live in tests/helpers.py."""
+import os
+import tempfile
+
 import pytest
+
+# Keep the tests' on-disk caches (compiled grammars) out of the user's cache folder.
+os.environ.setdefault("STRUCTGEN_CACHE_DIR", tempfile.mkdtemp(prefix="structgen-test-cache-"))
 
 from tests.helpers import ALL_TOKENIZERS, TOKENIZERS_DIR, load_vocab  # noqa: F401  (re-exported)
 
