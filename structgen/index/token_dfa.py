@@ -55,11 +55,11 @@ class TokenDFA:
         self._eos_set = frozenset(int(t) for t in self._eos)
         self._rows: dict[int, np.ndarray] = {}
         self._live: np.ndarray | None = None  # token-level live states (eager mode only)
+        self._slice = None                    # set below; the eager pruning walks rows before that
+        self._loops: dict[int, bool] = {}
         self._prepare_forcing()
         if not self._single_bytes_cover_dfa():
             self._prune_token_dead_states()
-        self._slice = None
-        self._loops: dict[int, bool] = {}
         if self._live is None and self._may_loop_on_text():
             from .slices import json_string_slice
 
