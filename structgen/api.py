@@ -1,0 +1,769 @@
+"""The user API: ``generate``, ``Generator`` and the ``@function`` decorator.
+
+    import structgen as sg
+    r = sg.generate(model, tokenizer, "Extract: Ann is 31.", schema=Person)
+    r.value            # Person(name='Ann', age=31)
+    r.text, r.token_ids, r.forward_passes, r.timings, r.projection_tax
+
+    gen = sg.Generator(model, tokenizer)          # compile once, call many
+    gen("...", schema=Person); gen(["a", "b", "c"], regex=r"\\d+")   # a list in, a list out
+    for chunk in gen.stream("...", schema=Person): print(chunk, end="")
+
+    @sg.function(model=model, tokenizer=tokenizer)
+    def extract(text: str) -> Person:
+        '''Extract the person described in: {text}'''
+
+Constraints: exactly one of ``schema=`` (a Pydantic model, any type Pydantic's
+TypeAdapter accepts, a JSON Schema dict or JSON text), ``regex=``, ``grammar=``
+(a :class:`Grammar`, Lark text, or GBNF text when it contains ``::=``) and
+``choices=``; none means unconstrained.  Decoding is the batched loop of
+:mod:`structgen.decoding.autoregressive` (KV cache, left padding, fast-forward).
+"""
+from __future__ import annotations
+
+import codecs
+import dataclasses
+import enum
+import hashlib
+import inspect
+import json
+import math
+import os
+import re
+import threading
+import time
+import typing
+from collections import OrderedDict
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import torch
+
+from .compiler import CompiledGrammar, CompileStats
+from .compiler import compile as _compile
+from .decoding.autoregressive import DecodeStats, Row, decode_steps
+from .errors import SchemaError, StructgenError, Unsupported
+from .grammar import Grammar
+
+__all__ = ["generate", "Generator", "GenerationResult", "GenerationError", "Constraint", "TextStream",
+           "function", "constraint_from_annotation"]
+
+
+class GenerationError(StructgenError):
+    """The model's output is not a complete, valid value (typically: it reached
+    ``max_new_tokens`` first).  ``result`` is the :class:`GenerationResult`."""
+
+    def __init__(self, message: str, result: "GenerationResult | None" = None):
+        self.result = result
+        super().__init__(message)
+
+
+# ----------------------------------------------------------------------------- constraints
+@dataclasses.dataclass
+class Constraint:
+    """A resolved constraint: the grammar (None = unconstrained), how to turn the output
+    text into a value, and a short description."""
+
+    grammar: Grammar | None
+    parse: Callable[[str], Any]
+    description: str
+
+    @property
+    def key(self):
+        return None if self.grammar is None else self.grammar.key
+
+
+def _identity(text: str) -> str:
+    return text
+
+
+def _is_pydantic_model(obj) -> bool:
+    try:
+        from pydantic import BaseModel
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(obj, type) and issubclass(obj, BaseModel)
+
+
+# keywords whose value maps names to sub-schemas (the mapping itself is not a schema)
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+
+
+def _closed(node):
+    """The schema with ``additionalProperties: false`` on every object that lists properties
+    and says nothing about extra ones.  Pydantic models ignore unknown keys by default, so
+    generating them only wastes tokens (and lets a model wander off into free-form JSON);
+    a model with ``extra="allow"`` says ``additionalProperties: true`` and is left alone."""
+    if isinstance(node, dict):
+        out = {k: ({n: _closed(sub) for n, sub in v.items()} if k in _SCHEMA_MAPS and isinstance(v, dict)
+                   else _closed(v)) for k, v in node.items()}
+        if "properties" in out and "additionalProperties" not in out and "patternProperties" not in out \
+                and "unevaluatedProperties" not in out:
+            out["additionalProperties"] = False
+        return out
+    if isinstance(node, list):
+        return [_closed(x) for x in node]
+    return node
+
+
+def _pydantic_grammar(tp, options: dict) -> Grammar:
+    """Grammar of a Pydantic model or TypeAdapter type; objects closed unless ``strict=False``."""
+    options = dict(options)
+    if not options.pop("strict", True):
+        return Grammar.from_pydantic(tp, **options)
+    from .spec.pydantic import pydantic_to_schema
+
+    g = Grammar.from_json_schema(_closed(pydantic_to_schema(tp)), **options)
+    g.source = f"Pydantic {_type_name(tp)}"
+    return g
+
+
+def _schema_constraint(schema, options: dict) -> Constraint:
+    if isinstance(schema, Grammar):
+        return Constraint(schema, json.loads, schema.source)
+    if _is_pydantic_model(schema):
+        return Constraint(_pydantic_grammar(schema, options), schema.model_validate_json,
+                          f"Pydantic {schema.__name__}")
+    if isinstance(schema, (dict, bool, str, bytes)):
+        if isinstance(schema, (str, bytes)):
+            try:
+                schema = json.loads(schema)
+            except ValueError as e:
+                raise SchemaError(f"schema= text is not JSON: {e}", "") from None
+        options = dict(options)
+        if options.pop("strict", False):   # a JSON Schema means what it says unless asked
+            schema = _closed(schema)
+        return Constraint(Grammar.from_json_schema(schema, **options), json.loads, "JSON Schema")
+    # any other type: through Pydantic's TypeAdapter (dataclass, TypedDict, list[int], ...)
+    adapter = _type_adapter(schema, "schema=")
+    return Constraint(_pydantic_grammar(schema, options), adapter.validate_json, _type_name(schema))
+
+
+def _type_name(tp) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _type_adapter(tp, what: str):
+    from pydantic import TypeAdapter
+
+    try:
+        adapter = TypeAdapter(tp)
+        adapter.json_schema()
+    except Exception as e:
+        raise Unsupported(f"{what} {_type_name(tp)} cannot be a constraint: Pydantic cannot describe it as "
+                          f"JSON ({type(e).__name__}: {str(e).splitlines()[0]})", where=_type_name(tp)) from None
+    return adapter
+
+
+def _string_choices(tp) -> list[str] | None:
+    """The values of a Literal of strings or a str-valued Enum (None otherwise)."""
+    if typing.get_origin(tp) is typing.Literal:
+        vals = typing.get_args(tp)
+        return list(vals) if vals and all(isinstance(v, str) for v in vals) else None
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        vals = [m.value for m in tp]
+        return vals if vals and all(isinstance(v, str) for v in vals) else None
+    return None
+
+
+def constraint_from_annotation(tp, *, whitespace: str | None = None, where: str = "return annotation") -> Constraint:
+    """The constraint for a Python type: ``str`` is free text; a Literal of strings or a
+    str Enum is a choice of its raw values; anything else Pydantic can describe as JSON
+    (models, dataclasses, TypedDicts, ``list[...]``, ``int``, ``float``, ``bool``, ...)
+    is JSON validated by ``TypeAdapter``.  Raises :class:`Unsupported` otherwise."""
+    if tp is inspect.Signature.empty or tp is None or tp is type(None):
+        raise Unsupported(f"the {where} is missing: annotate the return type (a Pydantic model, "
+                          "TypedDict, dataclass, Literal, Enum, list[...], int, float, bool or str)")
+    if tp is str:
+        return Constraint(None, lambda t: t.strip(), "free text")
+    choices = _string_choices(tp)
+    if choices is not None:
+        from pydantic import TypeAdapter
+
+        adapter = TypeAdapter(tp)
+        return Constraint(Grammar.choice(choices), adapter.validate_python, f"one of {choices}")
+    adapter = _type_adapter(tp, where)
+    options = {} if whitespace is None else {"whitespace": whitespace}
+    return Constraint(_pydantic_grammar(tp, options), adapter.validate_json, _type_name(tp))
+
+
+def resolve_constraint(*, schema=None, regex=None, grammar=None, choices=None, whitespace=None,
+                       schema_options: dict | None = None) -> Constraint:
+    """One constraint from the keyword arguments of :func:`generate` (at most one given)."""
+    given = [k for k, v in (("schema", schema), ("regex", regex), ("grammar", grammar), ("choices", choices))
+             if v is not None]
+    if len(given) > 1:
+        raise TypeError(f"pass at most one of schema=, regex=, grammar=, choices= (got {', '.join(given)})")
+    if not given:
+        return Constraint(None, _identity, "unconstrained")
+    options = dict(schema_options or {})
+    if whitespace is not None:
+        options["whitespace"] = whitespace
+    if schema is not None:
+        return _schema_constraint(schema, options)
+    if regex is not None:
+        if isinstance(regex, re.Pattern):
+            regex = regex.pattern
+        return Constraint(Grammar.from_regex(regex), _identity, f"regex {regex!r}")
+    if choices is not None:
+        if isinstance(choices, str):
+            raise TypeError("choices= takes a list of strings, not one string")
+        opts = [c.value if isinstance(c, enum.Enum) else c for c in choices]
+        if not all(isinstance(c, str) for c in opts):
+            raise TypeError("choices= takes strings (or str-valued Enum members)")
+        return Constraint(Grammar.choice(opts), _identity, f"one of {len(opts)} choices")
+    if isinstance(grammar, Grammar):
+        return Constraint(grammar, _identity, grammar.source)
+    if isinstance(grammar, str):
+        g = Grammar.from_gbnf(grammar) if "::=" in grammar else Grammar.from_lark(grammar)
+        return Constraint(g, _identity, g.source)
+    raise TypeError(f"grammar= takes a structgen.Grammar or grammar text, not {type(grammar).__name__}")
+
+
+# ----------------------------------------------------------------------------- results
+@dataclasses.dataclass
+class GenerationResult:
+    """One output.  ``value`` parses ``text`` for the constraint (a Pydantic instance, a
+    Python object for a JSON Schema, a string otherwise) and raises
+    :class:`GenerationError` when the output is incomplete (``max_new_tokens`` reached)."""
+
+    text: str
+    token_ids: list[int]
+    prompt: str
+    prompt_tokens: int
+    finish_reason: str            # "stop" or "length"
+    complete: bool                # the constraint accepts the output (EOS reached or allowed)
+    sampled_tokens: int
+    forced_tokens: int
+    forward_passes: int           # passes this row took part in
+    log_kept_mass: list[float]    # log Z_t per sampled step (mass the mask kept, temperature 1)
+    timings: dict                 # seconds: compile, decode (whole batch), forward, mask, sample, first_token
+    constraint: str
+    _parse: Callable[[str], Any] = dataclasses.field(default=_identity, repr=False)
+    _value: Any = dataclasses.field(default=None, repr=False)
+    _parsed: bool = dataclasses.field(default=False, repr=False)
+
+    @property
+    def generated_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def kept_mass(self) -> list[float]:
+        """Z_t per sampled step: the share of the model's probability the mask kept."""
+        return [math.exp(z) for z in self.log_kept_mass]
+
+    @property
+    def projection_tax(self) -> float:
+        """Σ_t −log Z_t (nats): how hard the constraint pushed against the model (0 = never)."""
+        return float(-sum(self.log_kept_mass))
+
+    @property
+    def value(self):
+        if not self._parsed:
+            if not self.complete:
+                raise GenerationError(
+                    f"the output is incomplete: generation stopped at max_new_tokens after {len(self.token_ids)} "
+                    f"tokens ({self.constraint}); raise max_new_tokens. Text so far: {_clip(self.text)}", self)
+            try:
+                self._value = self._parse(self.text)
+            except Exception as e:
+                raise GenerationError(f"the output does not validate as {self.constraint}: "
+                                      f"{type(e).__name__}: {e}. Text: {_clip(self.text)}", self) from None
+            self._parsed = True
+        return self._value
+
+    @property
+    def ok(self) -> bool:
+        """True when ``value`` is available (complete and it parses)."""
+        try:
+            self.value
+        except GenerationError:
+            return False
+        return True
+
+    def to_dict(self) -> dict:
+        """A JSON-friendly summary (what the CLI prints)."""
+        d = {"text": self.text, "finish_reason": self.finish_reason, "complete": self.complete,
+             "prompt_tokens": self.prompt_tokens, "generated_tokens": self.generated_tokens,
+             "sampled_tokens": self.sampled_tokens, "forced_tokens": self.forced_tokens,
+             "forward_passes": self.forward_passes, "projection_tax": round(self.projection_tax, 4),
+             "timings": {k: (round(v, 4) if isinstance(v, float) else v) for k, v in self.timings.items()},
+             "constraint": self.constraint}
+        try:
+            v = self.value
+            d["value"] = v.model_dump(mode="json") if hasattr(v, "model_dump") else _jsonable(v)
+        except GenerationError as e:
+            d["value"] = None
+            d["error"] = str(e)
+        return d
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _jsonable(v):
+    try:
+        from pydantic import TypeAdapter
+
+        return TypeAdapter(type(v)).dump_python(v, mode="json")
+    except Exception:
+        return v
+
+
+def _clip(text: str, n: int = 200) -> str:
+    return repr(text if len(text) <= n else text[:n] + "...")
+
+
+# ----------------------------------------------------------------------------- prompts
+def _is_messages(x) -> bool:
+    return isinstance(x, (list, tuple)) and len(x) > 0 and all(isinstance(m, dict) and "role" in m for m in x)
+
+
+def _split_batch(prompt) -> tuple[list, bool]:
+    """(list of single prompts, was it a batch)."""
+    if isinstance(prompt, str) or _is_messages(prompt):
+        return [prompt], False
+    if isinstance(prompt, (list, tuple)):
+        if not prompt:
+            raise ValueError("the batch of prompts is empty")
+        for i, p in enumerate(prompt):
+            if not (isinstance(p, str) or _is_messages(p)):
+                raise TypeError(f"prompt {i} is a {type(p).__name__}: each prompt is a string or a list of "
+                                "chat messages ({'role': ..., 'content': ...})")
+        return list(prompt), True
+    raise TypeError(f"prompt must be a string, a list of chat messages, or a list of those; "
+                    f"got {type(prompt).__name__}")
+
+
+def _encode_prompt(tokenizer, prompt, chat: bool | None, system: str | None) -> tuple[list[int], str]:
+    messages = prompt if _is_messages(prompt) else None
+    if messages is None and chat:
+        messages = [{"role": "user", "content": prompt}]
+    if messages is not None:
+        if system is not None and messages[0].get("role") != "system":
+            messages = [{"role": "system", "content": system}] + list(messages)
+        if not getattr(tokenizer, "chat_template", None):
+            raise StructgenError("this tokenizer has no chat template: pass a plain prompt with chat=False")
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    else:
+        text = prompt
+        ids = tokenizer(text)["input_ids"]
+    return [int(i) for i in ids], text
+
+
+# ----------------------------------------------------------------------------- vocabularies
+_VOCABS: "OrderedDict[tuple, tuple]" = OrderedDict()
+_VOCAB_LOCK = threading.Lock()
+
+
+def vocabulary_for(model, tokenizer):
+    """The :class:`Vocabulary` of ``tokenizer`` at the model's logits width, with the model's
+    generation-config EOS ids added; cached per (tokenizer, width)."""
+    from .models import model_logits_width
+    from .vocab import Vocabulary
+
+    width = model_logits_width(model) if model is not None else None
+    gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    extra = [] if gen_eos is None else ([gen_eos] if isinstance(gen_eos, int) else list(gen_eos))
+    key = (id(tokenizer), width, tuple(extra))
+    with _VOCAB_LOCK:
+        hit = _VOCABS.get(key)
+        if hit is not None and hit[0] is tokenizer:
+            return hit[1]
+        vocab = Vocabulary.from_tokenizer(tokenizer, logits_width=width, eos_ids=extra)
+        _VOCABS[key] = (tokenizer, vocab)
+        if len(_VOCABS) > 8:
+            _VOCABS.popitem(last=False)
+        return vocab
+
+
+# ----------------------------------------------------------------------------- the generator
+class Generator:
+    """A model and tokenizer, ready to generate under constraints many times.
+
+    Compiled constraints are cached in memory per (constraint, vocabulary) and, with
+    ``cache_dir``, regular ones also on disk (their byte DFA, keyed by a hash of the
+    constraint and the vocabulary fingerprint).  Keyword defaults given here
+    (``max_new_tokens``, ``temperature``, ``chat``, ``system``, ``whitespace``, ...)
+    apply to every call unless a call overrides them.  ``model=None`` loads the demo
+    model (:func:`structgen.models.load_demo`).
+    """
+
+    def __init__(self, model=None, tokenizer=None, *, vocab=None, cache_dir: str | os.PathLike | None = None,
+                 **defaults):
+        if model is None:
+            from .models import load_demo
+
+            model, demo_tok = load_demo()
+            tokenizer = tokenizer or demo_tok
+            defaults.setdefault("chat", True)
+        if tokenizer is None:
+            raise TypeError("Generator needs the model's tokenizer (tokenizer=...)")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.vocab = vocab if vocab is not None else vocabulary_for(model, tokenizer)
+        self.cache_dir = os.fspath(cache_dir) if cache_dir is not None else None
+        self.defaults = defaults
+        self._compiled: "OrderedDict[Any, CompiledGrammar]" = OrderedDict()
+        self._constraints: "OrderedDict[Any, Constraint]" = OrderedDict()
+        self._bad_defaults = set(defaults) - set(_GEN_OPTIONS) - set(_CONSTRAINT_OPTIONS)
+        if self._bad_defaults:
+            raise TypeError(f"unknown Generator options: {sorted(self._bad_defaults)}")
+
+    # -- compiling
+    def constraint(self, **spec) -> Constraint:
+        """Resolve ``schema=/regex=/grammar=/choices=`` (plus ``whitespace=``, ``schema_options=``),
+        cached: the front-ends (JSON Schema -> IR, ...) run once per distinct spec."""
+        for k in ("whitespace", "schema_options"):
+            if k in self.defaults and k not in spec:
+                spec[k] = self.defaults[k]
+        key = _spec_key(spec)
+        hit = self._constraints.get(key) if key is not None else None
+        if hit is not None:
+            self._constraints.move_to_end(key)
+            return hit
+        c = resolve_constraint(**spec)
+        if key is not None:
+            self._constraints[key] = c
+            if len(self._constraints) > 128:
+                self._constraints.popitem(last=False)
+        return c
+
+    def compile(self, grammar: Grammar) -> CompiledGrammar:
+        """``grammar`` compiled for this vocabulary (memory cache, then disk cache, then compile)."""
+        key = grammar.key
+        hit = self._compiled.get(key)
+        if hit is not None:
+            self._compiled.move_to_end(key)
+            return hit
+        cg = self._load_from_disk(grammar)
+        if cg is None:
+            cg = _compile(grammar, self.vocab)
+            self._save_to_disk(grammar, cg)
+        self._compiled[key] = cg
+        if len(self._compiled) > 128:
+            self._compiled.popitem(last=False)
+        return cg
+
+    def _disk_path(self, grammar: Grammar) -> str | None:
+        if self.cache_dir is None or not grammar.is_regular:
+            return None
+        h = hashlib.sha256(repr(grammar.key).encode("utf-8", "surrogatepass"))
+        h.update(self.vocab.fingerprint.encode())
+        return os.path.join(self.cache_dir, f"dfa-{h.hexdigest()[:32]}.npz")
+
+    def _load_from_disk(self, grammar: Grammar) -> CompiledGrammar | None:
+        path = self._disk_path(grammar)
+        if path is None or not os.path.isfile(path):
+            return None
+        from .automaton.dfa import ByteDFA
+        from .index.token_dfa import TokenDFA
+
+        try:
+            t0 = time.perf_counter()
+            with np.load(path) as z:
+                dfa = ByteDFA(z["byte_class"], z["transitions"], z["accepting"], int(z["start"]))
+            t1 = time.perf_counter()
+            tdfa = TokenDFA(dfa, self.vocab)
+        except Exception:
+            return None  # a damaged cache entry: compile again
+        stats = CompileStats("regular", states=dfa.n_states, byte_classes=dfa.n_classes, dfa_seconds=t1 - t0,
+                             index_seconds=time.perf_counter() - t1, extra={"disk_cache": path})
+        return CompiledGrammar(grammar, self.vocab, token_dfa=tdfa, stats=stats)
+
+    def _save_to_disk(self, grammar: Grammar, cg: CompiledGrammar) -> None:
+        path = self._disk_path(grammar)
+        if path is None or cg.token_dfa is None:
+            return
+        dfa = cg.token_dfa.dfa
+        try:
+            os.makedirs(self.cache_dir, exist_ok=True)
+            tmp = f"{path}.tmp{os.getpid()}.npz"
+            np.savez(tmp, byte_class=dfa.byte_class, transitions=dfa.transitions, accepting=dfa.accepting,
+                     start=np.int64(dfa.start))
+            os.replace(tmp, path)
+        except OSError:
+            pass  # the disk cache is an optimisation only
+
+    # -- generating
+    def __call__(self, prompt, **kw):
+        return self.generate(prompt, **kw)
+
+    def generate(self, prompt, **kw):
+        """Generate for one prompt (-> :class:`GenerationResult`) or a list (-> list).
+
+        See :func:`structgen.generate` for the keyword arguments.
+        """
+        run = self._prepare(prompt, kw)
+        for _ in run.steps():
+            pass
+        results = run.results()
+        return results if run.batched else results[0]
+
+    def stream(self, prompt, **kw) -> "TextStream":
+        """Text chunks of one prompt's output as they are produced; after the loop the
+        stream's ``result`` holds the :class:`GenerationResult`."""
+        run = self._prepare(prompt, kw)
+        if run.batched:
+            raise TypeError("stream() takes one prompt, not a batch")
+        return TextStream(run, self.vocab)
+
+    def _prepare(self, prompt, kw) -> "_Run":
+        unknown = set(kw) - set(_GEN_OPTIONS) - set(_CONSTRAINT_OPTIONS)
+        if unknown:
+            raise TypeError(f"unknown generate() options: {sorted(unknown)}")
+        opts = {**_GEN_OPTIONS, **{k: v for k, v in self.defaults.items() if k in _GEN_OPTIONS},
+                **{k: v for k, v in kw.items() if k in _GEN_OPTIONS}}
+        spec = {k: v for k, v in kw.items() if k in _CONSTRAINT_OPTIONS and v is not None}
+        t0 = time.perf_counter()
+        constraint = spec.pop("constraint", None) or self.constraint(**spec)
+        compiled = self.compile(constraint.grammar) if constraint.grammar is not None else None
+        compile_s = time.perf_counter() - t0
+        prompts, batched = _split_batch(prompt)
+        rows, texts = [], []
+        for p in prompts:
+            ids, text = _encode_prompt(self.tokenizer, p, opts["chat"], opts["system"])
+            heal = b""
+            if opts["token_healing"] and len(ids) > 1 and self.vocab.is_normal[ids[-1]]:
+                heal = self.vocab.token_bytes(ids[-1])
+                ids = ids[:-1]
+            rows.append(Row(ids, compiled.matcher() if compiled is not None else None, heal=heal))
+            texts.append(text)
+        return _Run(self, rows, texts, constraint, opts, compile_s, batched)
+
+
+def _spec_key(spec: dict):
+    """A hashable key for a constraint spec, or None when it has none (then no caching)."""
+    def freeze(v):
+        if isinstance(v, (dict, list)):
+            return ("json", json.dumps(v, sort_keys=True, default=repr))
+        if isinstance(v, (tuple, set, frozenset)):
+            return tuple(freeze(x) for x in v)
+        if isinstance(v, Grammar):
+            return ("grammar", id(v))   # a Grammar object is its own spec: keep it alive below
+        hash(v)
+        return v
+
+    try:
+        return tuple(sorted((k, freeze(v)) for k, v in spec.items()))
+    except TypeError:
+        return None
+
+
+_GEN_OPTIONS = {"max_new_tokens": 256, "temperature": 0.0, "top_p": 1.0, "top_k": 0, "seed": None,
+                "chat": None, "system": None, "fast_forward": True, "token_healing": False}
+_CONSTRAINT_OPTIONS = {"schema", "regex", "grammar", "choices", "whitespace", "schema_options", "constraint"}
+
+
+class _Run:
+    """One batched decode in progress."""
+
+    def __init__(self, gen: Generator, rows, texts, constraint, opts, compile_s, batched):
+        self.gen, self.rows, self.texts, self.constraint = gen, rows, texts, constraint
+        self.opts, self.compile_s, self.batched = opts, compile_s, batched
+        self.stats = DecodeStats()
+
+    def steps(self):
+        o = self.opts
+        g = None
+        if o["temperature"] and o["temperature"] > 0:
+            dev = next(self.gen.model.parameters()).device
+            g = torch.Generator(device=dev)
+            if o["seed"] is not None:
+                g.manual_seed(int(o["seed"]))
+            else:
+                g.seed()
+        pad = getattr(self.gen.tokenizer, "pad_token_id", None)
+        return decode_steps(self.gen.model, self.rows, self.gen.vocab, max_new_tokens=int(o["max_new_tokens"]),
+                            temperature=float(o["temperature"] or 0.0), top_k=int(o["top_k"] or 0),
+                            top_p=float(o["top_p"] if o["top_p"] is not None else 1.0), generator=g,
+                            fast_forward=bool(o["fast_forward"]), pad_id=pad, stats=self.stats)
+
+    def output_bytes(self, row: Row) -> bytes:
+        data = self.gen.vocab.decode(row.output_ids)
+        return data[row.healed_prefix_len:]
+
+    def results(self) -> list[GenerationResult]:
+        s = self.stats
+        timings = {"compile": self.compile_s, "decode": s.total_seconds, "forward": s.forward_seconds,
+                   "mask": s.mask_seconds, "sample": s.sample_seconds, "first_token": s.first_token_seconds,
+                   "batch_forward_passes": s.forward_passes}
+        out = []
+        for row, text in zip(self.rows, self.texts):
+            m = row.matcher
+            if m is None:
+                complete = row.finish_reason == "stop"
+            else:
+                complete = m.is_terminated() or m.is_accepting()
+            out.append(GenerationResult(
+                text=self.output_bytes(row).decode("utf-8", errors="replace"), token_ids=list(row.output_ids),
+                prompt=text, prompt_tokens=len(row.prompt_ids) + (1 if row.heal else 0),
+                finish_reason=row.finish_reason or "length", complete=complete, sampled_tokens=row.sampled,
+                forced_tokens=row.forced, forward_passes=row.forward_passes,
+                log_kept_mass=list(row.log_kept_mass), timings=dict(timings),
+                constraint=self.constraint.description, _parse=self.constraint.parse))
+        return out
+
+
+class TextStream:
+    """Iterator of text chunks for one prompt; ``result`` is set when it is exhausted."""
+
+    def __init__(self, run: _Run, vocab):
+        self._run = run
+        self._vocab = vocab
+        self.result: GenerationResult | None = None
+
+    def __iter__(self) -> Iterator[str]:
+        dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        row = self._run.rows[0]
+        skip = row.healed_prefix_len if row.heal else 0
+        for events in self._run.steps():
+            data = b"".join(self._vocab.token_bytes(t) for _, new in events for t in new)
+            if skip and data:
+                cut = min(skip, len(data))
+                data, skip = data[cut:], skip - cut
+            chunk = dec.decode(data)
+            if chunk:
+                yield chunk
+        tail = dec.decode(b"", final=True)
+        if tail:
+            yield tail
+        self.result = self._run.results()[0]
+
+
+# ----------------------------------------------------------------------------- generate()
+_GENERATORS: "OrderedDict[tuple, Generator]" = OrderedDict()
+
+
+def generate(model, tokenizer, prompt, *, schema=None, regex=None, grammar=None, choices=None,
+             max_new_tokens: int = 256, temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0,
+             seed: int | None = None, whitespace: str | None = None, chat: bool | None = None,
+             system: str | None = None, fast_forward: bool = True, token_healing: bool = False,
+             schema_options: dict | None = None):
+    """Generate under a constraint with any transformers causal LM (CPU or GPU).
+
+    ``prompt``: a string, a list of chat messages, or a list of those (a batch, decoded
+    together with a KV cache; returns a list).  ``chat=True`` wraps a string prompt as a
+    user message and applies the tokenizer's chat template (messages always are);
+    ``system`` adds a system message.  Constraint: one of ``schema``, ``regex``,
+    ``grammar``, ``choices`` (none = unconstrained); ``whitespace`` ("compact" or
+    "flexible") and ``schema_options`` go to the JSON Schema compiler; for Pydantic types
+    objects are closed (no extra keys) unless ``schema_options={"strict": False}``.  Sampling:
+    ``temperature=0`` is greedy; else ``top_k``/``top_p``/``seed``.  ``fast_forward``
+    feeds text the constraint forces in one pass instead of sampling it token by token;
+    ``token_healing`` re-generates the prompt's last token so the output may merge with it.
+
+    Returns a :class:`GenerationResult` (``.value``, ``.text``, ``.token_ids``,
+    ``.forward_passes``, ``.timings``, ``.projection_tax``, ...).
+    """
+    key = (id(model), id(tokenizer))
+    gen = _GENERATORS.get(key)
+    if gen is None or gen.model is not model or gen.tokenizer is not tokenizer:
+        gen = Generator(model, tokenizer)
+        _GENERATORS[key] = gen
+        if len(_GENERATORS) > 4:
+            _GENERATORS.popitem(last=False)
+    return gen.generate(prompt, schema=schema, regex=regex, grammar=grammar, choices=choices,
+                        max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
+                        seed=seed, whitespace=whitespace, chat=chat, system=system, fast_forward=fast_forward,
+                        token_healing=token_healing, schema_options=schema_options)
+
+
+# ----------------------------------------------------------------------------- @function
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def _describe_output(constraint: Constraint, tp) -> str:
+    if constraint.grammar is None:
+        return ""
+    choices = _string_choices(tp)
+    if choices is not None:
+        return "Answer with exactly one of: " + ", ".join(choices) + "."
+    try:
+        from pydantic import TypeAdapter
+
+        schema = TypeAdapter(tp).json_schema()
+    except Exception:
+        return ""
+    if schema.get("type") == "object" and "properties" in schema:
+        fields = ", ".join(f'"{k}"' for k in schema["properties"])
+        return f"Answer with a JSON object with the fields {fields}."
+    return f"Answer in JSON ({schema.get('type', 'value')})."
+
+
+def function(fn=None, *, model=None, tokenizer=None, generator: Generator | None = None,
+             max_new_tokens: int = 256, chat: bool = True, system: str | None = None,
+             describe_output: bool = True, whitespace: str | None = None, **options):
+    """Turn a typed, documented Python function into a constrained LLM call.
+
+    The docstring is the prompt: ``{arg}`` placeholders are filled with the call's
+    arguments, and arguments it does not mention are appended as ``name: value`` lines.
+    With ``describe_output`` a short sentence naming the expected output (the JSON
+    fields, or the choices) is appended.  The return annotation is the constraint (see
+    :func:`constraint_from_annotation`); calling the function returns a validated value
+    or raises :class:`GenerationError` (e.g. when ``max_new_tokens`` is reached first).
+    ``model=None`` uses the embedded demo model.  The function body is never run.
+    """
+    if fn is None:
+        return lambda f: function(f, model=model, tokenizer=tokenizer, generator=generator,
+                                  max_new_tokens=max_new_tokens, chat=chat, system=system,
+                                  describe_output=describe_output, whitespace=whitespace, **options)
+    sig = inspect.signature(fn)
+    try:
+        hints = typing.get_type_hints(fn, include_extras=False)
+    except Exception as e:
+        raise Unsupported(f"cannot resolve the annotations of {fn.__qualname__}(): {e}", where=fn.__qualname__) from None
+    ret = hints.get("return", inspect.Signature.empty)
+    constraint = constraint_from_annotation(ret, whitespace=whitespace,
+                                            where=f"return annotation of {fn.__qualname__}()")
+    template = inspect.cleandoc(fn.__doc__ or "")
+    suffix = _describe_output(constraint, ret) if describe_output else ""
+    state = {"generator": generator}
+    lock = threading.Lock()
+
+    def build_prompt(*args, **kwargs) -> str:
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        used = set()
+
+        def fill(m):
+            name = m.group(1)
+            if name in bound.arguments:
+                used.add(name)
+                return str(bound.arguments[name])
+            return m.group(0)
+
+        text = _PLACEHOLDER.sub(fill, template) if template else f"{fn.__name__}"
+        rest = [f"{k}: {v}" for k, v in bound.arguments.items() if k not in used]
+        parts = [text] + (["\n".join(rest)] if rest else []) + ([suffix] if suffix else [])
+        return "\n\n".join(p for p in parts if p)
+
+    def get_generator() -> Generator:
+        with lock:
+            if state["generator"] is None:
+                state["generator"] = Generator(model, tokenizer)
+            return state["generator"]
+
+    def wrapper(*args, **kwargs):
+        gen = get_generator()
+        prompt = build_prompt(*args, **kwargs)
+        result = gen.generate(prompt, constraint=constraint, max_new_tokens=max_new_tokens, chat=chat,
+                              system=system, **options)
+        wrapper.last_result = result
+        if not result.complete:
+            raise GenerationError(f"{fn.__qualname__}(): the model reached max_new_tokens={max_new_tokens} before "
+                                  f"finishing a {constraint.description}; raise max_new_tokens. "
+                                  f"Text so far: {_clip(result.text)}", result)
+        return result.value
+
+    wrapper.__name__ = fn.__name__
+    wrapper.__qualname__ = fn.__qualname__
+    wrapper.__doc__ = fn.__doc__
+    wrapper.__wrapped__ = fn
+    wrapper.__signature__ = sig
+    wrapper.prompt = build_prompt
+    wrapper.constraint = constraint
+    wrapper.generator = get_generator
+    wrapper.last_result = None
+    return wrapper

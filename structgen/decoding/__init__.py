@@ -1,0 +1,1 @@
+"""Decoders: autoregressive (batched, fast-forward); others may join (speculative, diffusion)."""
