@@ -16,6 +16,7 @@ from .compiler import CompiledGrammar, compile
 from .runtime.matcher import Matcher, TokenDFAMatcher, fill_bitmasks
 from .kernels.bitmask import allocate_bitmask, apply_bitmask_, bitmask_to_ids, unpack_bitmask
 from .index.token_dfa import TokenDFA, DeviceTokenDFA
+from . import grammars
 from .api import GenerationError, GenerationResult, Generator, function, generate
 
 __version__ = "0.1.0"
@@ -25,5 +26,5 @@ __all__ = [
     "DeviceTokenDFA", "allocate_bitmask", "apply_bitmask_", "bitmask_to_ids", "unpack_bitmask",
     "fill_bitmasks", "StructgenError", "RegexError", "SchemaError", "GrammarError", "Unsupported",
     "LimitExceeded", "VocabularyError",
-    "generate", "Generator", "function", "GenerationResult", "GenerationError",
+    "grammars", "generate", "Generator", "function", "GenerationResult", "GenerationError",
 ]
