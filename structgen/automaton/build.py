@@ -218,7 +218,24 @@ def build_dfa(node: ir.Node, max_states: int = DEFAULT_MAX_STATES, time_limit: f
     """
     if not isinstance(node, ir.Node):
         raise TypeError(f"build_dfa expects an IR node, got {type(node).__name__}")
+    if time_limit is not None:
+        _warm_up()
     return _build(node, _Limits(max_states, time_limit, max_nfa_states), minimize)
+
+
+_WARM = False
+
+
+def _warm_up() -> None:
+    """Load (or, on a fresh install, JIT-compile) every automaton kernel once per
+    process, so that a time limit measures construction, not Numba's compiler."""
+    global _WARM
+    if _WARM:
+        return
+    ab = ir.CharSet.of([(0x61, 0x62), (0xE9, 0xE9)])
+    node = ir.And((ir.Repeat(ab, 0, None), ir.Not(ir.literal("ab"))))
+    _build(node, _Limits(DEFAULT_MAX_STATES, None, DEFAULT_MAX_NFA_STATES), True)
+    _WARM = True
 
 
 def dfa_from_regex(pattern: str, **kw) -> ByteDFA:
