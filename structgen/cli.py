@@ -284,6 +284,13 @@ def cmd_compile(args) -> int:
         dfa = build_dfa(grammar.node)
         report.update(states=dfa.n_states, byte_classes=dfa.n_classes,
                       dfa_seconds=round(time.perf_counter() - t1, 4))
+    elif grammar.cfg is not None:  # grammar engine: the lexer's states (terminal DFAs) and rules
+        from .cfg.engine import normalise
+
+        t1 = time.perf_counter()
+        norm, dfas = normalise(grammar.cfg)
+        report.update(states=sum(d.n_states for d in dfas.values()), nonterminals=len(norm.rules),
+                      terminals=len(dfas), dfa_seconds=round(time.perf_counter() - t1, 4))
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
     else:

@@ -59,20 +59,26 @@ class Grammar:
 
     # -- JSON Schema / Pydantic ---------------------------------------------------
     @classmethod
-    def from_json_schema(cls, schema: Any, **options) -> "Grammar":
+    def from_json_schema(cls, schema: Any, *, engine: str = "auto", **options) -> "Grammar":
         """JSON documents valid under ``schema`` (a dict, bool or JSON text).
 
-        Options are those of :func:`structgen.spec.json_schema.schema_to_ir`, e.g.
-        ``whitespace="compact"|"flexible"``, ``lenient=False``.
+        ``engine``: ``"dfa"`` compiles the whole schema to one regular language
+        (:func:`structgen.spec.json_schema.compile_json_schema`: free-form values and recursion
+        bounded), ``"cfg"`` to a grammar for the grammar engine
+        (:func:`structgen.spec.json_schema_cfg.compile_json_schema_cfg`: exact recursion, linear
+        size), ``"auto"`` picks per schema (see :mod:`structgen.spec.json_schema_select`).
+        Other options are the compilers', e.g. ``whitespace="compact"|"flexible"``, ``lenient=False``.
         """
-        from .spec.json_schema import compile_json_schema
-
+        if engine not in ("auto", "dfa", "cfg"):
+            raise ValueError("engine must be 'auto', 'dfa' or 'cfg'")
         if isinstance(schema, (str, bytes)):
             schema = json.loads(schema)
-        result = compile_json_schema(schema, **options)
-        key = ("json_schema", json.dumps(schema, sort_keys=True, default=str),
+        from .spec.json_schema_select import compile_with
+
+        engine, result = compile_with(engine, schema, **options)
+        key = ("json_schema", engine, json.dumps(schema, sort_keys=True, default=str),
                tuple(sorted((k, repr(v)) for k, v in options.items())))
-        src = "JSON Schema"
+        src = f"JSON Schema ({engine})"
         if isinstance(result.grammar, ir.Node):
             return cls("regular", node=result.grammar, key=key, source=src, report=result)
         return cls("cfg", cfg=result.grammar, key=key, source=src, report=result)

@@ -1,15 +1,17 @@
 """MaskBench runner over JSONSchemaBench-style JSONL files.
 
-For each schema: TTFM = time to compile (schema -> IR -> byte DFA -> token index) plus the first
-mask.  Then every test instance is forced as ``json.dumps(data)`` token by token (the tokens of
+For each schema: TTFM = time to compile (``Grammar.from_json_schema`` with ``--engine``, then
+``sg.compile``) plus the first mask.  Then every test instance is forced as ``json.dumps(data)`` token by token (the tokens of
 ``vocab.encode(text)``), timing each mask fill (TBM); an instance is accepted when every token
 advances and the final state accepts.  A schema *passes* when it compiles and every valid instance
 is accepted and every invalid one rejected.  Wrongly rejected valid instances are *validation
 errors*, wrongly accepted invalid ones *invalidation errors*.
 
-Without ``--tokenizer`` only byte-level acceptance and compile time are measured.
+Without ``--tokenizer`` only byte-level acceptance on the regular DFA and its compile time are
+measured.
 
-    python -m structgen.bench.maskbench --data DIR --limit N [--tokenizer DIR] [--time-budget S]
+    python -m structgen.bench.maskbench --data DIR --limit N --tokenizer tests/data/tokenizers/llama3 \
+        [--engine auto|dfa|cfg] [--time-budget S] [--verbose]
 """
 from __future__ import annotations
 
@@ -40,28 +42,36 @@ def load_records(data: Path, limit: int | None = None, extra: bool = False) -> l
 
 
 def run_record(rec: dict, vocab=None, *, whitespace="flexible", max_whitespace=4, time_limit=10.0,
-               lenient=False) -> dict:
-    """Compile one schema and force its tests; a dict of counts and timings."""
-    from structgen.spec.json_schema import compile_json_schema
+               lenient=False, engine="auto") -> dict:
+    """Compile one schema and force its tests; a dict of counts and timings.
+
+    With a vocabulary: ``Grammar.from_json_schema`` + ``sg.compile`` + first mask is the TTFM,
+    and every instance is forced token by token through a fresh matcher.  Without one, only
+    byte-level acceptance on the regular DFA (``engine="dfa"``) is available.
+    """
+    import structgen as sg
 
     out = {"id": f"{rec.get('subset')}/{rec.get('unique_id')}", "compiled": False, "error": None,
-           "ttfm": None, "tbm": [], "valid_rejected": 0, "invalid_accepted": 0, "tests": len(rec.get("tests", []))}
+           "ttfm": None, "tbm": [], "valid_rejected": 0, "invalid_accepted": 0, "tests": len(rec.get("tests", [])),
+           "engine": None}
     schema = json.loads(rec["json_schema"]) if isinstance(rec["json_schema"], str) else rec["json_schema"]
     t0 = time.perf_counter()
     try:
-        report = compile_json_schema(schema, whitespace=whitespace, max_whitespace=max_whitespace,
-                                     time_limit=time_limit, lenient=lenient)
         if vocab is not None:
-            import structgen as sg
-
+            g = sg.Grammar.from_json_schema(schema, engine=engine, whitespace=whitespace,
+                                            max_whitespace=max_whitespace, time_limit=time_limit, lenient=lenient)
+            out["engine"] = g.kind
             left = None if time_limit is None else max(0.1, time_limit - (time.perf_counter() - t0))
-            cg = sg.compile(sg.Grammar.from_ir(report.grammar), vocab, time_limit=left, cache=False)
+            cg = sg.compile(g, vocab, time_limit=left, cache=False)
+            out["states"] = cg.stats.states if cg.is_regular else cg.engine.tables.n_lexer_states
             bm = sg.allocate_bitmask(1, vocab.logits_width)
             cg.matcher().fill_bitmask(bm, 0)
-            accept = None
         else:
             from structgen.automaton.build import build_dfa
+            from structgen.spec.json_schema import compile_json_schema
 
+            report = compile_json_schema(schema, whitespace=whitespace, max_whitespace=max_whitespace,
+                                         time_limit=time_limit, lenient=lenient)
             left = None if time_limit is None else max(0.1, time_limit - (time.perf_counter() - t0))
             dfa = build_dfa(report.grammar, time_limit=left)
         out["ttfm"] = time.perf_counter() - t0
@@ -95,6 +105,16 @@ def run_record(rec: dict, vocab=None, *, whitespace="flexible", max_whitespace=4
         if ok != bool(test["valid"]):
             out["invalid_accepted" if ok else "valid_rejected"] += 1
     return out
+
+
+def warm_up(vocab, **options) -> None:
+    """Load the JIT-compiled kernels once (Numba's on-disk cache still costs seconds on first
+    use in a process), so that TTFM measures compilation of schemas, not of our code."""
+    rec = {"json_schema": {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string"}},
+                                                             "b": {"anyOf": [{"type": "integer"}, {}]}}},
+           "tests": [{"valid": True, "data": {"a": ["x"], "b": {"c": [1.5, None]}}}]}
+    for engine in ("dfa", "cfg"):
+        run_record(rec, vocab, engine=engine, whitespace=options.get("whitespace", "flexible"))
 
 
 def _pct(xs, q):
@@ -135,6 +155,8 @@ def main(argv=None) -> None:
     ap.add_argument("--time-limit", type=float, default=10.0, help="per-schema compile limit (s)")
     ap.add_argument("--time-budget", type=float, default=None, help="stop after this many seconds")
     ap.add_argument("--lenient", action="store_true")
+    ap.add_argument("--engine", default="auto", choices=["auto", "dfa", "cfg"])
+    ap.add_argument("--offset", type=int, default=0, help="skip this many schemas of the sample")
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--json", default=None, help="write per-schema results here")
     args = ap.parse_args(argv)
@@ -143,7 +165,9 @@ def main(argv=None) -> None:
         import structgen as sg
 
         vocab = sg.Vocabulary.from_tokenizer(args.tokenizer)
-    recs = load_records(Path(args.data), args.limit, args.extra)
+    recs = load_records(Path(args.data), args.limit, args.extra)[args.offset:]
+    if vocab is not None:
+        warm_up(vocab, engine=args.engine, whitespace=args.whitespace)
     results = []
     t0 = time.perf_counter()
     for rec in recs:
@@ -151,10 +175,10 @@ def main(argv=None) -> None:
             print(f"time budget reached after {len(results)} schemas")
             break
         r = run_record(rec, vocab, whitespace=args.whitespace, max_whitespace=args.max_whitespace,
-                       time_limit=args.time_limit, lenient=args.lenient)
+                       time_limit=args.time_limit, lenient=args.lenient, engine=args.engine)
         results.append(r)
         if args.verbose and (r["error"] or r["valid_rejected"] or r["invalid_accepted"]):
-            print(r["id"], r["error"], r["valid_rejected"], r["invalid_accepted"])
+            print(r["id"], r["engine"], r["error"], r["valid_rejected"], r["invalid_accepted"], flush=True)
     s = summarise(results)
     print(json.dumps(s, indent=1))
     if args.json:

@@ -1,15 +1,16 @@
 """JSON-Schema-Test-Suite runner: is every instance accepted iff the suite says it is valid?
 
-For each test case whose schema compiles, each instance is serialised compactly
-(``json.dumps(data, separators=(",", ":"))``) for the compact grammar, and with ``json.dumps``
-defaults for the ``whitespace="flexible"`` grammar, then checked on the byte DFA -- or, with a
-vocabulary, forced token by token through a :class:`~structgen.runtime.Matcher` (the tokens of
-``vocab.encode(text)``; accepted = every token advances and the end state accepts).
+For each test case, the schema goes through ``Grammar.from_json_schema`` (``engine`` auto / dfa /
+cfg) and ``sg.compile`` with a vocabulary (llama3 by default); each instance is serialised
+compactly (``json.dumps(data, separators=(",", ":"))``) for the compact grammar and with
+``json.dumps`` defaults for the ``whitespace="flexible"`` grammar, then forced token by token
+through a matcher (the tokens of ``vocab.encode(text)``; accepted = every token advances and the
+end state accepts).
 
 Results are kept per keyword file: cases, cases compiled, tests run, passed, valid instances
 rejected and invalid instances accepted (the latter must stay 0).
 
-    python -m structgen.bench.testsuite [--suite DIR] [--drafts draft2020-12 draft7] [--tokenizer DIR]
+    python -m structgen.bench.testsuite [--suite DIR] [--drafts draft2020-12 draft7] [--engine E]
 """
 from __future__ import annotations
 
@@ -24,8 +25,24 @@ DEFAULT_SUITE = Path(__file__).resolve().parents[2] / "tests" / "data" / "json-s
 DRAFT_OPTION = {"draft2020-12": "2020-12", "draft7": "draft7"}
 
 
-def _accepts_bytes(dfa, text: str) -> bool:
-    return dfa.fullmatch(text.encode("utf-8"))
+DEFAULT_TOKENIZER = Path(__file__).resolve().parents[2] / "tests" / "data" / "tokenizers" / "llama3"
+_VOCABS: dict = {}
+
+
+def load_vocab(path=DEFAULT_TOKENIZER):
+    """The Vocabulary of a tokenizer folder (cached per path)."""
+    key = str(path)
+    if key not in _VOCABS:
+        import structgen as sg
+
+        _VOCABS[key] = sg.Vocabulary.from_tokenizer(key)
+    return _VOCABS[key]
+
+
+def _empty(node) -> bool:
+    from structgen.automaton.build import build_dfa
+
+    return build_dfa(node).is_empty()
 
 
 def _accepts_tokens(compiled, vocab, text: str) -> bool:
@@ -36,11 +53,12 @@ def _accepts_tokens(compiled, vocab, text: str) -> bool:
     return m.is_accepting()
 
 
-def run_file(path: Path, draft: str, *, vocab=None, modes=("compact", "flexible"), time_limit: float = 10.0) -> dict:
-    """Results for one keyword file (see the module docstring)."""
-    from structgen.automaton.build import build_dfa
-    from structgen.spec.json_schema import compile_json_schema
+def run_file(path: Path, draft: str, *, vocab=None, modes=("compact", "flexible"), time_limit: float = 10.0,
+             engine: str = "auto") -> dict:
+    """Results for one keyword file (see the module docstring); ``vocab`` defaults to llama3."""
+    import structgen as sg
 
+    vocab = load_vocab() if vocab is None else vocab
     cases = json.loads(path.read_text())
     res = {"cases": len(cases), "compiled": 0, "tests": 0, "passed": 0, "valid_rejected": 0,
            "invalid_accepted": 0, "errors": {}}
@@ -49,17 +67,14 @@ def run_file(path: Path, draft: str, *, vocab=None, modes=("compact", "flexible"
         checkers = []
         try:
             for mode in modes:
-                report = compile_json_schema(case["schema"], whitespace=mode, draft=DRAFT_OPTION[draft],
-                                             time_limit=time_limit)
-                if vocab is not None:
-                    import structgen as sg
-
-                    g = sg.Grammar.from_ir(report.grammar)
-                    cg = sg.compile(g, vocab, time_limit=time_limit, cache=False)
-                    checkers.append((mode, lambda text, cg=cg: _accepts_tokens(cg, vocab, text)))
-                else:
-                    dfa = build_dfa(report.grammar, time_limit=time_limit)
-                    checkers.append((mode, lambda text, dfa=dfa: _accepts_bytes(dfa, text)))
+                g = sg.Grammar.from_json_schema(case["schema"], engine=engine, whitespace=mode,
+                                                draft=DRAFT_OPTION[draft], time_limit=time_limit)
+                if g.is_regular and _empty(g.node):
+                    # an empty language has no token automaton: nothing is accepted
+                    checkers.append((mode, lambda text: False))
+                    continue
+                cg = sg.compile(g, vocab, time_limit=time_limit, cache=False)
+                checkers.append((mode, lambda text, cg=cg: _accepts_tokens(cg, vocab, text)))
         except StructgenError as e:
             name = type(e).__name__
             res["errors"][name] = res["errors"].get(name, 0) + 1
@@ -86,7 +101,7 @@ def run_file(path: Path, draft: str, *, vocab=None, modes=("compact", "flexible"
 
 
 def run_suite(suite: Path = DEFAULT_SUITE, drafts=("draft2020-12", "draft7"), *, vocab=None, optional=True,
-              files=None, modes=("compact", "flexible")) -> dict:
+              files=None, modes=("compact", "flexible"), engine: str = "auto") -> dict:
     """``{"draft/file.json": result}`` for every keyword file of the given drafts."""
     out = {}
     for draft in drafts:
@@ -98,7 +113,7 @@ def run_suite(suite: Path = DEFAULT_SUITE, drafts=("draft2020-12", "draft7"), *,
             rel = f"{draft}/{p.relative_to(root)}"
             if files is not None and rel not in files:
                 continue
-            out[rel] = run_file(p, draft, vocab=vocab, modes=modes)
+            out[rel] = run_file(p, draft, vocab=vocab, modes=modes, engine=engine)
     return out
 
 
@@ -117,17 +132,14 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--suite", default=str(DEFAULT_SUITE))
     ap.add_argument("--drafts", nargs="+", default=["draft2020-12", "draft7"])
-    ap.add_argument("--tokenizer", default=None, help="force instances token by token with this tokenizer")
+    ap.add_argument("--tokenizer", default=str(DEFAULT_TOKENIZER), help="tokenizer folder (default llama3)")
+    ap.add_argument("--engine", default="auto", choices=["auto", "dfa", "cfg"])
     ap.add_argument("--write-baseline", default=None, help="write the per-file counts to this JSON file")
     ap.add_argument("--show-failures", action="store_true")
     args = ap.parse_args(argv)
-    vocab = None
-    if args.tokenizer:
-        import structgen as sg
-
-        vocab = sg.Vocabulary.from_tokenizer(args.tokenizer)
+    vocab = load_vocab(args.tokenizer)
     t0 = time.perf_counter()
-    results = run_suite(Path(args.suite), args.drafts, vocab=vocab)
+    results = run_suite(Path(args.suite), args.drafts, vocab=vocab, engine=args.engine)
     for f, r in results.items():
         print(f"{f:55s} compiled {r['compiled']:3d}/{r['cases']:3d}  passed {r['passed']:4d}/{r['tests']:4d}"
               f"  valid-rejected {r['valid_rejected']:3d}  invalid-accepted {r['invalid_accepted']}  {r['errors']}")

@@ -1,0 +1,354 @@
+"""JSON Schema through the grammar engine (structgen.spec.json_schema_cfg), against jsonschema.
+
+- recursive schemas (a tree node referencing itself, the suite's recursive $ref cases) compile
+  through the CFG path and accept / reject instances token by token exactly as jsonschema says,
+  at any nesting depth;
+- instances sampled under the mask (random choices among allowed tokens, llama3 and a tiny
+  vocabulary) validate with jsonschema;
+- MaskBench-like schemas (allOf + $ref, anyOf, additionalProperties / patternProperties, bounded
+  arrays, regular leaves under not / oneOf) accept valid and reject invalid instances, compactly
+  and with json.dumps' default and indented layouts in flexible mode;
+- mask <=> advance at every prefix; errors name keyword and pointer.
+"""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pytest
+
+import structgen as sg
+from structgen.errors import Unsupported
+from structgen.spec.json_schema_cfg import compile_json_schema_cfg
+from structgen.vocab import Vocabulary
+from tests.helpers import load_vocab
+
+SUITE = Path(__file__).resolve().parent / "data" / "json-schema-test-suite"
+
+TREE = {
+    "$defs": {"node": {
+        "type": "object",
+        "properties": {"value": {"type": "integer", "minimum": 0, "maximum": 99},
+                       "children": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 3}},
+        "required": ["value"], "additionalProperties": False}},
+    "$ref": "#/$defs/node",
+}
+
+# a linked list through anyOf + null, with an extra-properties schema and an allOf merge
+LINKED = {
+    "definitions": {
+        "base": {"type": "object", "properties": {"id": {"type": "string", "pattern": "^[a-z]+$"}},
+                 "required": ["id"]},
+        "item": {"allOf": [{"$ref": "#/definitions/base"},
+                           {"properties": {"id": True, "next": {"anyOf": [{"$ref": "#/definitions/item"}, {"type": "null"}]}},
+                            "additionalProperties": {"type": "boolean"}}]},
+    },
+    "$ref": "#/definitions/item",
+}
+
+MASKBENCH_LIKE = [
+    ({"type": "object",
+      "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 8},
+                     "age": {"type": "integer", "minimum": 0, "maximum": 150},
+                     "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 3},
+                     "meta": {}},
+      "required": ["name"], "additionalProperties": False},
+     [{"name": "Al"}, {"name": "Al", "age": 3, "tags": ["x"]}, {"name": "B", "meta": {"a": [1, {"b": None}]}},
+      {"name": "B", "tags": ["a", "b", "c"], "meta": [[[[[]]]]]}],
+     [{}, {"name": ""}, {"name": "Al", "age": -1}, {"name": "Al", "tags": []}, {"name": "A", "x": 1},
+      {"name": "A", "tags": ["a", "b", "c", "d"]}, {"name": "A", "age": 1.5}]),
+    ({"type": "object",
+      "properties": {"kind": {"enum": ["a", "b"]}, "n": {"type": "number", "exclusiveMinimum": 0}},
+      "patternProperties": {"^x-": {"type": "string"}},
+      "additionalProperties": {"type": "integer"}},
+     [{}, {"kind": "a", "n": 0.5}, {"x-foo": "s", "other": 3}, {"other": 1, "kind": "b", "x-y": ""}],
+     [{"kind": "c"}, {"n": 0}, {"x-foo": 1}, {"other": "s"}, {"n": -2}]),
+    ({"anyOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                {"type": "array", "prefixItems": [{"type": "string"}, {"type": "boolean"}], "items": False}]},
+     [{"a": 1}, {"a": 1, "b": [1, 2]}, ["s", True], ["s"], []],
+     [{"b": 1}, ["s", 1], ["s", True, 1], 3]),
+    ({"type": "object", "properties": {"s": {"type": "string", "not": {"enum": ["bad", "worse"]}},
+                                       "v": {"oneOf": [{"type": "integer", "multipleOf": 2},
+                                                       {"type": "integer", "multipleOf": 3}]}}},
+     [{"s": "ok"}, {"v": 2}, {"v": 9}, {"s": "bad!", "v": 4}],
+     [{"s": "bad"}, {"v": 6}, {"v": 5}, {"s": 1}]),
+    # key-presence keywords restated as required / absent keys (exact in the grammar)
+    ({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "string"}},
+      "dependentRequired": {"a": ["b"]}, "oneOf": [{"required": ["b"]}, {"required": ["c"]}]},
+     [{"b": 1}, {"a": 1, "b": 2}, {"c": "x"}, {"c": "x", "z": [1]}],
+     [{"a": 1, "c": "x"}, {"b": 1, "c": "x"}, {}, {"a": 1}, 3]),
+    # recursive, with dependentRequired and not-required at every level
+    ({"type": "object", "properties": {"name": {"type": "string"}, "kids": {"type": "array", "items": {"$ref": "#"}},
+                                       "x": {"type": "integer"}},
+      "dependentRequired": {"x": ["name"]}, "not": {"required": ["forbidden"]}},
+     [{}, {"kids": [{"name": "a", "x": 1}]}, {"kids": [{"kids": [{"kids": [{"name": "n", "x": 2}]}]}]}],
+     [{"kids": [{"x": 1}]}, {"kids": [{"kids": [{"forbidden": 1}]}]}, {"forbidden": None}]),
+    # oneOf over objects without "type": non-objects match every branch, so they are excluded
+    ({"oneOf": [{"properties": {"kind": {"const": "a"}, "n": {"type": "integer"}}, "required": ["kind"],
+                 "additionalProperties": False},
+                {"properties": {"kind": {"const": "b"}, "s": {"type": "string"}}, "required": ["kind"]}]},
+     [{"kind": "a"}, {"kind": "a", "n": 1}, {"kind": "b", "s": "x", "t": 1}],
+     [{"kind": "c"}, {"kind": "a", "s": "x"}, "str", 1, None, []]),
+]
+
+
+def accepts(cg, vocab, text: str) -> bool:
+    m = cg.matcher()
+    for t in vocab.encode(text):
+        if not m.advance(int(t)):
+            return False
+    return m.is_accepting()
+
+
+def allowed(m, vocab) -> np.ndarray:
+    bm = sg.allocate_bitmask(1, vocab.logits_width)
+    m.fill_bitmask(bm, 0)
+    bits = np.unpackbits(np.ascontiguousarray(bm[0].numpy()).view(np.uint8), bitorder="little")
+    return np.flatnonzero(bits[: vocab.logits_width])
+
+
+_CLOSING: dict = {}
+
+
+def _closing(vocab) -> np.ndarray:
+    """Per token id: EOS, or a token of at most 2 bytes holding a closing byte (cached per vocabulary)."""
+    key = vocab.fingerprint
+    if key not in _CLOSING:
+        eos = set(int(e) for e in vocab.eos_ids)
+        flags = np.zeros(vocab.logits_width, bool)
+        for t in range(vocab.size):
+            b = b"" if t in eos else vocab.token_bytes(t)
+            flags[t] = t in eos or (0 < len(b) <= 2 and any(c in b for c in b'"]}0'))
+        _CLOSING[key] = flags
+    return _CLOSING[key]
+
+
+def sample(cg, vocab, rng: random.Random, max_steps: int = 400):
+    """Random choices among allowed tokens (mostly preferring EOS or a short closing token so
+    that recursion ends); the bytes when EOS was reached, else None."""
+    m = cg.matcher()
+    eos = set(int(e) for e in vocab.eos_ids)
+    closing_flags = _closing(vocab)
+    out = b""
+    for _ in range(max_steps):
+        ids = allowed(m, vocab)
+        assert len(ids), out
+        if rng.random() < 0.8:
+            closing = ids[closing_flags[ids]]
+            if len(closing):
+                ids = closing
+        t = int(ids[rng.randrange(len(ids))])
+        if t in eos:
+            assert m.is_accepting()
+            return out
+        assert m.advance(t)
+        out += vocab.token_bytes(t)
+    return None
+
+
+@pytest.fixture(scope="module")
+def llama3():
+    return load_vocab("llama3")
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    pieces = [c.encode() for c in '{}[],:"0123456789-.eEabcdefghijklmnopqrstuvwxyz_ \n']
+    pieces += [b'"value"', b'"children"', b'"id"', b'"next"', b'null', b'true', b'false', b'":', b'},{', b'"}']
+    return Vocabulary.from_bytes(pieces + [b"<eos>"], eos_ids=[len(pieces)])
+
+
+def cfg_compile(schema, vocab, **opts):
+    g = sg.Grammar.from_json_schema(schema, engine="cfg", **opts)
+    assert not g.is_regular
+    return sg.compile(g, vocab, cache=False)
+
+
+# ---------------------------------------------------------------- recursion
+
+def _tree(depth: int, rng: random.Random):
+    node = {"value": rng.randint(0, 99)}
+    if depth > 0:
+        node["children"] = [_tree(depth - 1, rng) for _ in range(rng.randint(1, 2))]
+    return node
+
+
+def test_tree_recursion_exact_at_any_depth(llama3):
+    cg = cfg_compile(TREE, llama3)
+    rng = random.Random(0)
+    for depth in (0, 1, 3, 8):
+        t = _tree(depth, rng)
+        jsonschema.validate(t, TREE)
+        assert accepts(cg, llama3, json.dumps(t, separators=(",", ":"))), depth
+    # a chain 30 deep: beyond any unrolling bound
+    deep = {"value": 1}
+    for _ in range(30):
+        deep = {"value": 2, "children": [deep]}
+    assert accepts(cg, llama3, json.dumps(deep, separators=(",", ":")))
+    bad = [{"value": 1, "children": [{"value": 100}]}, {"value": 1, "children": [{}]},
+           {"value": 1, "children": [{"value": 1, "children": [{"value": 1, "x": 2}]}]},
+           {"value": 1, "children": [{"value": 1}] * 4}, {"children": []}]
+    for b in bad:
+        assert not jsonschema.Draft202012Validator(TREE).is_valid(b)
+        assert not accepts(cg, llama3, json.dumps(b, separators=(",", ":"))), b
+    deep_bad = {"value": 1, "extra": 0}
+    for _ in range(12):
+        deep_bad = {"value": 2, "children": [deep_bad]}
+    assert not accepts(cg, llama3, json.dumps(deep_bad, separators=(",", ":")))
+
+
+@pytest.mark.parametrize("schema,on_llama3", [(TREE, 12), (LINKED, 0)], ids=["tree", "linked"])
+def test_sampled_instances_validate(schema, on_llama3, llama3, tiny):
+    # LINKED allows free keys before its required "id": a random walk over 128k tokens keeps
+    # adding free members and never closes, so it is sampled on the tiny vocabulary only
+    validator = jsonschema.Draft202012Validator(schema)
+    for vocab, n in ((tiny, 25), (llama3, on_llama3)):
+        if not n:
+            continue
+        cg = cfg_compile(schema, vocab)
+        rng = random.Random(7)
+        done = 0
+        for _ in range(n):
+            out = sample(cg, vocab, rng, max_steps=200)
+            if out is None:
+                continue
+            done += 1
+            inst = json.loads(out.decode("utf-8"))
+            assert validator.is_valid(inst), out
+        assert done >= n // 3
+
+
+def test_linked_list_through_allof_and_anyof(llama3):
+    cg = cfg_compile(LINKED, llama3, whitespace="flexible")
+    v = jsonschema.Draft7Validator(LINKED)
+    good = [{"id": "a"}, {"id": "a", "next": None}, {"id": "a", "next": {"id": "b", "next": {"id": "c", "x": True}}},
+            {"id": "a", "flag": False, "next": {"id": "b"}}]
+    bad = [{"id": "A"}, {"next": None}, {"id": "a", "next": {"id": "b", "next": {"id": 1}}}, {"id": "a", "x": 1},
+           {"id": "a", "next": {"id": "b", "next": {"id": "c", "x": 1}}}]
+    for inst in good:
+        assert v.is_valid(inst)
+        assert accepts(cg, llama3, json.dumps(inst)), inst
+        assert accepts(cg, llama3, json.dumps(inst, indent=2)), inst
+    for inst in bad:
+        assert not v.is_valid(inst)
+        assert not accepts(cg, llama3, json.dumps(inst)), inst
+
+
+def _recursive_suite_cases():
+    out = []
+    for draft, name in (("draft2020-12", "ref.json"), ("draft2020-12", "refRemote.json"),
+                        ("draft2020-12", "anchor.json"), ("draft7", "ref.json"), ("draft2020-12", "defs.json")):
+        p = SUITE / draft / name
+        if not p.exists():
+            continue
+        for case in json.loads(p.read_text()):
+            text = json.dumps(case["schema"])
+            if "$ref" in text and ("recurs" in case["description"].lower() or '"#"' in text or "tree" in text):
+                out.append((f"{draft}/{name}: {case['description']}", draft, case))
+    return out
+
+
+def test_suite_recursive_ref_cases(llama3):
+    """Every recursive $ref case of the suite that compiles: accepted iff valid (no cut depth)."""
+    cases = _recursive_suite_cases()
+    assert len(cases) >= 4
+    compiled = 0
+    for desc, draft, case in cases:
+        try:
+            cg = cfg_compile(case["schema"], llama3, draft={"draft7": "draft7"}.get(draft, "2020-12"))
+        except Unsupported:
+            continue
+        compiled += 1
+        for test in case["tests"]:
+            got = accepts(cg, llama3, json.dumps(test["data"], separators=(",", ":")))
+            assert not (got and not test["valid"]), (desc, test["description"])
+            assert got == test["valid"], (desc, test["description"])
+    assert compiled >= 4
+
+
+# ---------------------------------------------------------------- MaskBench-like schemas
+
+@pytest.mark.parametrize("case", range(len(MASKBENCH_LIKE)))
+def test_maskbench_like(case, llama3):
+    schema, good, bad = MASKBENCH_LIKE[case]
+    v = jsonschema.Draft202012Validator(schema)
+    compact = cfg_compile(schema, llama3)
+    flexible = cfg_compile(schema, llama3, whitespace="flexible", max_whitespace=16)
+    for inst in good:
+        assert v.is_valid(inst), inst
+        assert accepts(compact, llama3, json.dumps(inst, separators=(",", ":"))), inst
+        assert accepts(flexible, llama3, json.dumps(inst)), inst
+        assert accepts(flexible, llama3, json.dumps(inst, indent=2)), inst
+        assert not accepts(compact, llama3, json.dumps(inst, indent=2)) or json.dumps(inst, indent=2) == \
+            json.dumps(inst, separators=(",", ":"))
+    for inst in bad:
+        assert not v.is_valid(inst), inst
+        assert not accepts(compact, llama3, json.dumps(inst, separators=(",", ":"))), inst
+        assert not accepts(flexible, llama3, json.dumps(inst)), inst
+    rng = random.Random(case)
+    for _ in range(6):
+        out = sample(flexible, llama3, rng)
+        if out is not None:
+            assert v.is_valid(json.loads(out.decode("utf-8"))), out
+
+
+def test_whitespace_runs_are_bounded(llama3):
+    cg = cfg_compile({"type": "array", "items": {"type": "integer"}}, llama3, whitespace="flexible",
+                     max_whitespace=3)
+    assert accepts(cg, llama3, "[ 1,   2 ]   ")
+    assert not accepts(cg, llama3, "[    1]")
+    assert not accepts(cg, llama3, "[1 2]")
+    assert not accepts(cg, llama3, "[1]    ")
+
+
+def test_mask_agrees_with_advance(tiny):
+    cg = cfg_compile(TREE, tiny)
+    rng = random.Random(3)
+    eos = int(tiny.eos_ids[0])
+    for _ in range(5):
+        m = cg.matcher()
+        for _step in range(40):
+            ids = set(allowed(m, tiny).tolist())
+            for t in range(len(tiny.eos_ids) + eos):
+                if t == eos:
+                    assert (t in ids) == m.is_accepting()
+                    continue
+                ok = m.advance(t)
+                assert ok == (t in ids), t
+                if ok:
+                    m.rollback(1)
+            choices = sorted(ids - {eos})
+            if not choices:
+                break
+            assert m.advance(rng.choice(choices))
+
+
+# ---------------------------------------------------------------- errors and selection
+
+def test_not_over_recursive_subschema_is_unsupported():
+    schema = {"$defs": {"n": {"type": "object", "properties": {"k": {"$ref": "#/$defs/n"}}}},
+              "type": "object", "properties": {"a": {"not": {"$ref": "#/$defs/n"}}}}
+    with pytest.raises(Unsupported) as ei:
+        compile_json_schema_cfg(schema)
+    assert "not" in str(ei.value) and "/properties/a" in str(ei.value)
+    rep = compile_json_schema_cfg(schema, lenient=True)
+    assert any(k == "not" for k, _, _ in rep.ignored) and not rep.exact
+
+
+def test_engine_option():
+    small = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    assert sg.Grammar.from_json_schema(small, engine="dfa").is_regular
+    assert not sg.Grammar.from_json_schema(small, engine="cfg").is_regular
+    assert not sg.Grammar.from_json_schema(TREE).is_regular  # recursion: always the grammar engine
+    assert sg.Grammar.from_json_schema(small).is_regular    # tiny: one token automaton
+    big = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(8)}}
+    assert not sg.Grammar.from_json_schema(big).is_regular
+    # intersection of objects, no recursion: the DFA keeps allOf independent of key order
+    inter = {"allOf": [{"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                       {"properties": {"b": {"type": "integer"}}, "required": ["b"]}]}
+    assert sg.Grammar.from_json_schema(inter).is_regular
+    with pytest.raises(ValueError):
+        sg.Grammar.from_json_schema(small, engine="x")
