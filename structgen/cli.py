@@ -52,8 +52,8 @@ def _add_constraint_args(p: argparse.ArgumentParser, required: bool) -> None:
     x.add_argument("--grammar", metavar="FILE", help="a grammar file: Lark (.lark) or GBNF (.gbnf)")
     x.add_argument("--pydantic", metavar="MODULE:CLASS", help="a Pydantic model (or any type), e.g. app.models:Person")
     x.add_argument("--choices", metavar="A,B,...", help="comma-separated strings; the output is exactly one")
-    g.add_argument("--whitespace", choices=["compact", "flexible"], default=None,
-                   help="JSON layout: compact (no whitespace) or flexible (the model chooses; bounded). "
+    g.add_argument("--whitespace", choices=["compact", "flexible", "dumps"], default=None,
+                   help="JSON layout: compact (no whitespace), dumps (exactly json.dumps: ', ' and ': ') or flexible (the model chooses; bounded). "
                         "generate defaults to flexible, compile to compact")
     g.add_argument("--lenient", action="store_true",
                    help="ignore unsupported JSON Schema keywords (and report them) instead of failing")

@@ -99,7 +99,7 @@ class _L:
 
 
 _NOTHING = _L(ir.NOTHING)
-_ANY_CACHE: dict = {}  # (depth, exponent-free numbers, whitespace node, dfa blocks) -> IR
+_ANY_CACHE: dict = {}  # (depth, exponent-free numbers, whitespace node, dumps, dfa blocks) -> IR
 
 
 def _lit(s: str) -> ir.Node:
@@ -111,12 +111,14 @@ class _Compiler:
                  recursion="unroll", any_depth=3, unique_items_limit=6, draft=None, max_multiple_of_states=100_000,
                  max_properties_unroll=64, max_states=100_000, time_limit=10.0, dfa_blocks=True,
                  extra_properties="end"):
-        if whitespace not in ("compact", "flexible"):
-            raise ValueError("whitespace must be 'compact' or 'flexible'")
+        if whitespace not in ("compact", "flexible", "dumps"):
+            raise ValueError("whitespace must be 'compact', 'flexible' or 'dumps'")
         if recursion not in ("unroll", "error"):
             raise ValueError("recursion must be 'unroll' or 'error'")
         self.root = root
-        self.ws = ir.EMPTY if whitespace == "compact" else ir.Repeat(_WS_CHARS, 0, int(max_whitespace))
+        # "dumps": exactly json.dumps' default separators ", " and ": ", no other whitespace.
+        self.ws = ir.Repeat(_WS_CHARS, 0, int(max_whitespace)) if whitespace == "flexible" else ir.EMPTY
+        self.dumps = whitespace == "dumps"
         self.lenient = lenient
         self.max_rec = int(max_recursion_depth)
         self.recursion = recursion
@@ -137,8 +139,8 @@ class _Compiler:
         self._memo: dict = {}
         self._any: dict = {}
         self._index_ids()
-        self._sep = ir.seq(self.ws, _lit(","), self.ws)
-        self._colon = ir.seq(self.ws, _lit(":"), self.ws)
+        self._sep = ir.seq(self.ws, _lit(", " if self.dumps else ","), self.ws)
+        self._colon = ir.seq(self.ws, _lit(": " if self.dumps else ":"), self.ws)
 
     # ---------------------------------------------------------------- errors and lenient mode
     def unsupported(self, keyword: str, ptr: str, why: str) -> None:
@@ -250,7 +252,7 @@ class _Compiler:
         return self._any_value(self.any_depth, True)
 
     def _any_value(self, depth: int, plain: bool) -> ir.Node:
-        key = (depth, plain, self.ws, self.dfa_blocks)
+        key = (depth, plain, self.ws, self.dumps, self.dfa_blocks)
         hit = _ANY_CACHE.get(key)
         if hit is not None:
             return hit
@@ -1004,7 +1006,7 @@ def _search(pattern: str, key: str, node: ir.Node) -> bool:
 def compile_json_schema(schema, **options) -> SchemaReport:
     """Compile ``schema`` (dict, bool or JSON text); the IR is ``report.grammar``.
 
-    Options: ``whitespace="compact"|"flexible"``, ``max_whitespace=16`` (longest whitespace run in
+    Options: ``whitespace="compact"|"flexible"|"dumps"`` (dumps: exactly ``json.dumps``' ", " and ": "), ``max_whitespace=16`` (longest whitespace run in
     flexible mode), ``lenient=False``, ``max_recursion_depth=3``, ``recursion="unroll"|"error"``,
     ``any_depth=3`` (nesting bound of free-form values), ``unique_items_limit=6``,
     ``draft=None|"2020-12"|"draft7"`` (default: from ``$schema``).

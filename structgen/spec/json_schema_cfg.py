@@ -256,6 +256,7 @@ class CfgSchemaCompiler:
         self.lenient = lenient
         self.report = self.rc.report
         self.flexible = whitespace == "flexible"
+        self.dumps = whitespace == "dumps"
         self.ws = ir.Repeat(js._WS_CHARS, 0, int(max_whitespace)) if self.flexible else None
         self.max_whitespace = int(max_whitespace)
         self.max_array_unroll = int(max_array_unroll)
@@ -292,6 +293,8 @@ class CfgSchemaCompiler:
         return name
 
     def lit(self, s: str) -> str:
+        if self.dumps and s in (",", ":"):
+            s += " "  # json.dumps' separators
         return self.term(ir.literal(s), f"'{s}'")
 
     def rule(self, hint: str, alts) -> str:
@@ -949,7 +952,7 @@ class _Merger:
 def compile_json_schema_cfg(schema, **options) -> js.SchemaReport:
     """Compile ``schema`` to a :class:`~structgen.cfg.CFG` (``report.grammar``).
 
-    Options: ``whitespace="compact"|"flexible"``, ``max_whitespace=16``, ``lenient=False``,
+    Options: ``whitespace="compact"|"flexible"|"dumps"``, ``max_whitespace=16``, ``lenient=False``,
     ``draft=None``, ``time_limit=10.0`` (seconds, for the regular leaves), ``max_states``,
     ``max_array_unroll=2048`` (bounded array lengths become rule chains up to this length),
     ``max_string_length=256`` (larger ``maxLength`` values are lowered to it: sound, reported in
