@@ -264,8 +264,8 @@ def test_shipped_grammar_corpus_on_llama3(name, llama3):
         assert m.advance(int(llama3.eos_ids[0])) and m.is_terminated()
 
 
-@pytest.mark.parametrize("name", ["json", "arithmetic", "csv", "robot"])
-@pytest.mark.parametrize("tok", ["gpt2", "llama2", "qwen2.5"])
+@pytest.mark.parametrize("name", SHIPPED)
+@pytest.mark.parametrize("tok", ["gpt2", "llama2", "qwen2.5", "qwen3", "mistral"])
 def test_shipped_grammar_corpus_other_vocabularies(name, tok):
     from tests.helpers import load_vocab
 
@@ -304,13 +304,17 @@ def test_mask_agrees_with_advance_on_llama3(name, llama3):
             assert m.advance(t)
 
 
-def test_sampled_sentences_parse_on_llama3(llama3):
+@pytest.mark.parametrize("tok", ["llama3", "gpt2", "qwen2.5", "llama2", "mistral"])
+def test_sampled_sentences_parse(tok):
     """Random logits under the mask (steered to finish) on a real vocabulary parse with Lark."""
-    for name in ["json", "arithmetic", "robot"]:
-        cg = compile_cfg(lark_to_cfg(grammars.load(name)), llama3)
+    from tests.helpers import load_vocab
+
+    vocab = load_vocab(tok)
+    for name in ["json", "arithmetic", "robot", "csv", "sexpr"]:
+        cg = compile_cfg(lark_to_cfg(grammars.load(name)), vocab)
         parser = oracle(grammars.load(name))
         rng = random.Random(3)
-        eos = int(llama3.eos_ids[0])
+        eos = int(vocab.eos_ids[0])
         finished = 0
         for _ in range(4):
             m = cg.matcher()
@@ -321,14 +325,14 @@ def test_sampled_sentences_parse_on_llama3(llama3):
                     break
                 cand = allowed[allowed != eos]
                 if step > 15:  # steer towards an end: prefer one-byte tokens that close things
-                    short = [t for t in cand.tolist() if llama3.token_bytes(t) in (b'"', b"}", b"]", b")", b"0", b"\n")]
+                    short = [t for t in cand.tolist() if vocab.token_bytes(t) in (b'"', b"}", b"]", b")", b"0", b"\n")]
                     cand = np.array(short) if short else cand
                 t = int(rng.choice(cand.tolist()))
                 assert m.advance(t)
                 toks.append(t)
             if m.is_accepting():
                 finished += 1
-                assert lark_accepts(parser, llama3.decode(toks)), (name, llama3.decode(toks))
+                assert lark_accepts(parser, vocab.decode(toks)), (name, vocab.decode(toks))
         assert finished >= 1, name
 
 
