@@ -35,7 +35,7 @@ TEXTS = [
 
 
 # A typed, documented function: the docstring is the prompt, the return type the constraint.
-@sg.function(whitespace="flexible", max_new_tokens=60)
+@sg.function(max_new_tokens=60)
 def extract(text: str) -> Person:
     """Extract the name, age and city of the person in this text as JSON.
     Text: {text}"""
@@ -56,7 +56,7 @@ def main() -> int:
 
     print("1. A batch of extractions into a Pydantic model (one batched decode):")
     prompts = [f"Extract the name, age and city of the person in this text as JSON.\nText: {t}" for t in TEXTS]
-    for text, r in zip(TEXTS, gen(prompts, schema=Person, whitespace="flexible", max_new_tokens=60)):
+    for text, r in zip(TEXTS, gen(prompts, schema=Person, max_new_tokens=60)):
         print(f"   {text}\n   -> {r.value!r}  ({len(r.token_ids)} tokens, {r.forward_passes} forward passes, "
               f"projection tax {r.projection_tax:.2f} nats)")
 

@@ -54,9 +54,12 @@ def _add_constraint_args(p: argparse.ArgumentParser, required: bool) -> None:
     x.add_argument("--choices", metavar="A,B,...", help="comma-separated strings; the output is exactly one")
     g.add_argument("--whitespace", choices=["compact", "flexible", "dumps"], default=None,
                    help="JSON layout: compact (no whitespace), dumps (exactly json.dumps: ', ' and ': ') or flexible (the model chooses; bounded). "
-                        "generate defaults to flexible, compile to compact")
+                        "generate defaults to dumps, compile to compact")
     g.add_argument("--lenient", action="store_true",
                    help="ignore unsupported JSON Schema keywords (and report them) instead of failing")
+    g.add_argument("--open-objects", action="store_true",
+                   help="keep objects that do not declare additionalProperties open to extra keys "
+                        "(by default generation closes them, so the model fills the declared fields)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -146,6 +149,8 @@ def _constraint_kwargs(args, default_whitespace: str | None) -> dict:
     """generate()-style constraint keywords from the arguments."""
     ws = args.whitespace or default_whitespace
     options = {"lenient": True} if args.lenient else {}
+    if getattr(args, "open_objects", False):
+        options["strict"] = False
     if args.schema is not None:
         text = _read_text(args.schema)
         try:
@@ -197,7 +202,7 @@ def _load(model_name):
 def cmd_generate(args) -> int:
     from .api import Generator
 
-    kw = _constraint_kwargs(args, default_whitespace="flexible")
+    kw = _constraint_kwargs(args, default_whitespace="dumps")
     if args.lines:
         prompts = [line.rstrip("\n") for line in sys.stdin if line.strip()]
         if not prompts:
