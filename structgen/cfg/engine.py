@@ -17,9 +17,12 @@ they are shared by every matcher of it.
 from __future__ import annotations
 
 import pickle
+import threading
 import time
+from collections import OrderedDict
 
 import numpy as np
+from numba import njit
 
 from ..automaton import ir
 from ..automaton.dfa import ByteDFA
@@ -30,6 +33,7 @@ from .grammar import CFG, trim
 from .terminals import build
 
 _START = "$start"
+_STORE_AFTER = 0.02  # seconds
 _TRAIL = "$trail"
 
 
@@ -88,19 +92,20 @@ class Tables:
             total += dfas[t].n_states
         if total > max_lexer_states:
             raise LimitExceeded(f"lexer DFAs have {total} states", "max_lexer_states", max_lexer_states)
-        trans = np.full((max(total, 1), 256), -1, np.int32)
+        trans = np.full((max(total, 1), 256), -1, np.int32) if total == 0 else np.empty((total, 256), np.int32)
         gacc = np.zeros(max(total, 1), np.uint8)
         gterm = np.zeros(max(total, 1), np.int32)
+        gout = np.zeros(max(total, 1), np.uint8)
         for i, t in enumerate(terms):
             d: ByteDFA = dfas[t]
             o = offs[i]
-            full = d.transitions[:, d.byte_class]  # [n_states, 256]
-            trans[o:o + d.n_states] = np.where(full >= 0, full + o, -1)
+            _place(trans, gout, o, np.ascontiguousarray(d.transitions, dtype=np.int32),
+                   np.ascontiguousarray(d.byte_class, dtype=np.int64))
             gacc[o:o + d.n_states] = d.accepting
             gterm[o:o + d.n_states] = i
         self.trans = trans
         self.gacc = gacc
-        self.gout = (trans >= 0).any(axis=1).astype(np.uint8)
+        self.gout = gout
         self.gterm = gterm
         self.tstart = np.array(offs, np.int32)
         self.n_dr = len(dr_next)
@@ -109,6 +114,22 @@ class Tables:
     def args(self):
         return (self.NN, self.dr_next, self.dr_lhs, self.nt_ptr, self.nt_dr0, self.nullable, self.final_dr,
                 self.trans, self.gacc, self.gout, self.gterm, self.tstart)
+
+
+@njit(cache=True, nogil=True)
+def _place(trans, gout, o, tr, bc):
+    """Write the DFA ``tr`` (per byte class ``bc``) at rows ``o..`` of the 256-column table
+    ``trans`` with its states shifted by ``o``; ``gout[o + s]`` = state s has a transition."""
+    for s in range(tr.shape[0]):
+        any_out = 0
+        for b in range(256):
+            t = tr[s, bc[b]]
+            if t >= 0:
+                trans[o + s, b] = t + o
+                any_out = 1
+            else:
+                trans[o + s, b] = -1
+        gout[o + s] = any_out
 
 
 def _drop_epsilon(d: ByteDFA) -> ByteDFA:
@@ -121,9 +142,91 @@ def _drop_epsilon(d: ByteDFA) -> ByteDFA:
     return ByteDFA(d.byte_class.copy(), tr, acc, 0)
 
 
+_CHAINED: OrderedDict = OrderedDict()  # (body key, prefix) -> (body DFA or None, prefixed DFA): an LRU
+_CHAINED_SIZE = 4096
+_CHAINED_LOCK = threading.Lock()
+
+
+def _prefixed_build(node: ir.Node, max_states: int) -> ByteDFA:
+    """``build(node)``, composed directly when ``node`` is ``Repeat(C, 0, k) body`` (a bounded run
+    of an ASCII class before a body, as the JSON Schema grammar's whitespace prefixes) and the
+    body cannot start with a byte of ``C``: a chain of ``k`` states in front of the body's DFA,
+    instead of a subset construction per terminal.  Same language, trimmed (as small as the
+    builder's DFA in the tests).  Results are kept in a process-wide LRU keyed by the body node,
+    or by the identity of an embedded DFA (the builder's cache shares those across grammars)."""
+    if not (isinstance(node, ir.Seq) and len(node.items) >= 2):
+        return build(node, max_states=max_states)
+    rep = node.items[0]
+    if not (isinstance(rep, ir.Repeat) and rep.min == 0 and rep.max is not None and 0 < rep.max <= 64
+            and isinstance(rep.item, ir.CharSet) and rep.item.ranges and rep.item.ranges[-1][1] < 0x80):
+        return build(node, max_states=max_states)
+    rest = node.items[1:]
+    embed = rest[0].dfa if len(rest) == 1 and isinstance(rest[0], ir.Embed) and rest[0].dfa.start == 0 else None
+    key = (("dfa", id(embed)) if embed is not None else rest, rep)
+    with _CHAINED_LOCK:
+        hit = _CHAINED.get(key)
+        if hit is not None and hit[0] is embed:
+            _CHAINED.move_to_end(key)
+    if hit is not None and hit[0] is embed:
+        d = hit[1]
+        if d.n_states > max_states:
+            raise LimitExceeded(f"a terminal has {d.n_states} lexer states", "max_states", max_states)
+        return d
+    # an embedded DFA is trimmed already (minimal when it comes from the builder)
+    body = embed if embed is not None else _literal_dfa(rest) or build(ir.seq(*rest), max_states=max_states)
+    d = _chain_before(body, rep.item.ranges, rep.max, max_states) or build(node, max_states=max_states)
+    with _CHAINED_LOCK:
+        _CHAINED[key] = (embed, d)  # the body DFA is kept alive with its id
+        if len(_CHAINED) > _CHAINED_SIZE:
+            _CHAINED.popitem(last=False)
+    return d
+
+
+def _literal_dfa(items):
+    """The DFA of a literal (``items`` all one-code-point CharSets), or None."""
+    if not all(isinstance(c, ir.CharSet) and len(c.ranges) == 1 and c.ranges[0][0] == c.ranges[0][1]
+               for c in items):
+        return None
+    data = np.frombuffer("".join(chr(c.ranges[0][0]) for c in items).encode("utf-8", "surrogatepass"), np.uint8)
+    used = np.unique(data)
+    bc = np.zeros(256, np.int32)
+    bc[used] = np.arange(1, used.shape[0] + 1)
+    L = data.shape[0]
+    tr = np.full((L + 1, used.shape[0] + 1), -1, np.int32)
+    tr[np.arange(L), bc[data]] = np.arange(1, L + 1)
+    acc = np.zeros(L + 1, bool)
+    acc[L] = True
+    return ByteDFA(bc, tr, acc, 0)
+
+
+def _chain_before(d: ByteDFA, ranges, k: int, max_states: int):
+    """The DFA of ``C{0,k} L(d)`` for ASCII ranges ``C`` and a DFA ``d`` starting at state 0, or
+    None when ``d`` is empty or its start steps on a byte of ``C`` (the chain would not be
+    deterministic)."""
+    run = np.zeros(256, bool)
+    for a, b in ranges:
+        run[a:b + 1] = True
+    if d.start != 0 or d.is_empty() or (d.transitions[0, d.byte_class[run]] >= 0).any():
+        return None
+    n = d.n_states
+    if n + k > max_states:
+        raise LimitExceeded(f"a terminal has {n + k} lexer states", "max_states", max_states)
+    # byte classes: the body's, split by membership in C
+    keys, cls = np.unique(d.byte_class.astype(np.int64) * 2 + run, return_inverse=True)
+    body = d.transitions[:, keys // 2]  # [n, C']
+    # states 0..k-1: the chain (i blanks read); state k + s: body state s
+    tr = np.empty((k + n, keys.shape[0]), np.int32)
+    tr[k:] = np.where(body >= 0, body + k, -1)
+    tr[:k] = tr[k]
+    tr[:k, np.flatnonzero(keys % 2)] = (np.arange(k, dtype=np.int32) + 1)[:, None]
+    acc = np.concatenate([np.full(k, bool(d.accepting[0])), d.accepting])
+    return ByteDFA(cls.astype(np.int32).reshape(256), tr, acc, 0)
+
+
 def normalise(cfg: CFG, max_states: int = 100_000):
     """(normalised CFG, {terminal: ByteDFA}) — see the module docstring.  Cached on
-    disk per grammar (:mod:`structgen.cfg.diskcache`, keyed by the pickled CFG)."""
+    disk per grammar (:mod:`structgen.cfg.diskcache`, keyed by the pickled CFG); one with
+    embedded DFAs only when it took longer than ``_STORE_AFTER`` seconds."""
     cfg.validate()
     try:
         key = pickle.dumps((cfg.start, cfg.rules, cfg.terminals, cfg.ignore, max_states), protocol=4)
@@ -136,10 +239,19 @@ def normalise(cfg: CFG, max_states: int = 100_000):
         if cfg.start in cfg.positions:
             norm.positions[_START] = cfg.positions[cfg.start]
         return norm, dfas
+    t0 = time.perf_counter()
     res = _normalise(cfg, max_states)
-    if key is not None:
+    # writing an entry costs milliseconds; a grammar with embedded DFAs (the JSON Schema compiler's)
+    # normalises in about as long, its DFAs composed, not built: store it only when it was slow
+    if key is not None and (time.perf_counter() - t0 > _STORE_AFTER or not _embeds(cfg)):
         diskcache.store("norm", key, res)
     return res
+
+
+def _embeds(cfg: CFG) -> bool:
+    """Does a terminal embed a built DFA (at its top level)?"""
+    return any(isinstance(n, ir.Embed) or (isinstance(n, ir.Seq) and any(isinstance(i, ir.Embed) for i in n.items))
+               for n in cfg.terminals.values())
 
 
 def _normalise(cfg: CFG, max_states: int):
@@ -155,7 +267,7 @@ def _normalise(cfg: CFG, max_states: int):
         node = cfg.terminals[t]
         if ign_node is not None:
             node = ir.seq(ir.repeat(ign_node, 0, None), node)
-        d = build(node, max_states=max_states)
+        d = _prefixed_build(node, max_states)
         if d.is_empty():
             empty.add(t)
             terminals[t] = node
@@ -194,6 +306,26 @@ def _normalise(cfg: CFG, max_states: int):
     return n, dfas
 
 
+_JSON_LEXER = None
+# JSON text lexically: whitespace, punctuation, strings, numbers, literals (RFC 8259)
+_JSON_TEXT = (r'(?:[ \t\n\r]|[{}\[\],:]|"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
+              r'|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null)*')
+
+
+def _json_lexer():
+    """``(trans, accepting, prefix_trans)`` of the minimal DFA of ``_JSON_TEXT`` (full 256-column
+    rows, start 0), built once per process; ``prefix_trans`` is the same table (trimmed: every
+    state is a prefix of JSON text)."""
+    global _JSON_LEXER
+    if _JSON_LEXER is None:
+        from .terminals import regex_to_ir
+
+        d = build(regex_to_ir(_JSON_TEXT))
+        trans = np.ascontiguousarray(d.transitions[:, d.byte_class], dtype=np.int32)
+        _JSON_LEXER = (trans, d.accepting.astype(np.uint8), trans)
+    return _JSON_LEXER
+
+
 class CompiledCFG:
     """A CFG compiled for one vocabulary.  ``matcher()`` hands out matchers.
 
@@ -223,21 +355,29 @@ class CompiledCFG:
         """``(trans[S, 256], zeros[S], out[S])``: a DFA of the prefixes of any sequence of
         lexemes, ignoring the parser (built on first use).  Tokens below a boundary that
         it rejects can never be allowed, so :mod:`structgen.cfg.mask` leaves them out of
-        the "everything below is allowed already" test.  Accepts every byte string
-        when the DFA would be too large."""
+        the "everything below is allowed already" test.  Any DFA of a superset of those
+        prefixes is sound there (it only skips less): when every lexeme is JSON text (the
+        JSON Schema grammars) the fixed DFA of JSON lexical prefixes (:func:`_json_lexer`)
+        is used, checked by a product walk instead of a subset construction per grammar;
+        else the grammar's own DFA; one accepting every byte string when that is too large."""
         fl = getattr(self, "_free_lexer", None)
         if fl is None:
             from ..errors import StructgenError
+            from .mask import lexemes_within
 
-            nodes = [self.norm.terminals[t] for t in self.tables.term_names]
-            try:
-                if not nodes:
-                    raise LimitExceeded("no terminals", "free lexer", 0)
-                d = build(ir.repeat(ir.alt(*nodes), 1, None), max_states=4096)
-                full = d.transitions[:, d.byte_class]
-                trans = np.ascontiguousarray(full, dtype=np.int32)
-            except StructgenError:
-                trans = np.zeros((1, 256), np.int32)  # one state looping on every byte
+            tb = self.tables
+            j = _json_lexer()
+            if len(tb.term_names) and lexemes_within(tb.trans, tb.gacc, tb.tstart, j[0], j[1], 0):
+                trans = j[2]
+            else:
+                nodes = [self.norm.terminals[t] for t in tb.term_names]
+                try:
+                    if not nodes:
+                        raise LimitExceeded("no terminals", "free lexer", 0)
+                    d = build(ir.repeat(ir.alt(*nodes), 1, None), max_states=4096)
+                    trans = np.ascontiguousarray(d.transitions[:, d.byte_class], dtype=np.int32)
+                except StructgenError:
+                    trans = np.zeros((1, 256), np.int32)  # one state looping on every byte
             n = trans.shape[0]
             fl = self._free_lexer = (trans, np.zeros(n, np.uint8), (trans >= 0).any(axis=1).astype(np.uint8))
         return fl

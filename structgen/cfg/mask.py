@@ -424,3 +424,43 @@ def or_roots(gs, NG, ht_keys, ht_vals, ent_boff, ent_bn, bidx, bval, words):
         for k in range(ent_boff[e], ent_boff[e] + ent_bn[e]):
             words[bidx[k]] |= bval[k]
     return True
+
+
+@njit(cache=True, nogil=True)
+def lexemes_within(trans, gacc, tstart, jtrans, jacc, j0):
+    """Is every lexeme of the lexer (the words from each start ``tstart``) a word of the
+    DFA ``jtrans`` (start ``j0``, accepting ``jacc``, full 256-column rows)?  A walk of
+    the product automaton, trimmed lexer tables assumed."""
+    NJ = jtrans.shape[0]
+    seen = np.zeros(trans.shape[0] * NJ, np.uint8)
+    stack = np.empty((max(1024, tstart.shape[0]), 2), np.int32)
+    top = 0
+    for i in range(tstart.shape[0]):
+        g = tstart[i]
+        if not seen[g * NJ + j0]:
+            seen[g * NJ + j0] = 1
+            stack[top, 0] = g
+            stack[top, 1] = j0
+            top += 1
+    while top > 0:
+        top -= 1
+        g, j = stack[top, 0], stack[top, 1]
+        if gacc[g] and not jacc[j]:
+            return False
+        for b in range(256):
+            t = trans[g, b]
+            if t < 0:
+                continue
+            u = jtrans[j, b]
+            if u < 0:
+                return False
+            if not seen[t * NJ + u]:
+                seen[t * NJ + u] = 1
+                if top == stack.shape[0]:
+                    more = np.empty((2 * top, 2), np.int32)
+                    more[:top] = stack[:top]
+                    stack = more
+                stack[top, 0] = t
+                stack[top, 1] = u
+                top += 1
+    return True

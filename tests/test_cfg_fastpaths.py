@@ -1,0 +1,161 @@
+"""The grammar engine's compile-time fast paths, each against an independent construction.
+
+- whitespace-prefixed terminals composed as a chain in front of the body's DFA
+  (``engine._prefixed_build``) vs the builder's subset construction of the same IR;
+- the JSON free lexer (``CompiledCFG.free_lexer``): chosen only when every lexeme is JSON
+  text (``mask.lexemes_within``, checked against a brute-force walk) and then a superset
+  of the prefixes of lexeme sequences (sound for the mask's skip test);
+- ``Tables``' lexer table (Numba ``_place``) vs the numpy formula;
+- masks of JSON Schema grammars vs the slow reference walk.
+"""
+from __future__ import annotations
+
+import itertools
+import random
+
+import numpy as np
+import pytest
+
+from structgen.automaton import ir
+from structgen.cfg import compile_cfg, lark_to_cfg
+from structgen.cfg import engine as E
+from structgen.cfg.mask import lexemes_within
+from structgen.cfg.terminals import build, regex_to_ir
+from structgen.spec.json_schema import _WS_CHARS
+from structgen.spec.json_schema_cfg import compile_json_schema_cfg
+from structgen.vocab.vocabulary import Vocabulary
+
+BODIES = [r'"[a-z]*"', r'-?(0|[1-9][0-9]*)(\.[0-9]+)?', r'true|false', r'x*', r'"(a|b\n)*"', r'(ab)+|a',
+          r'\s*x',  # starts with a blank: no chain, the builder's DFA
+          r'null|"\s*"']
+ALPHA = [b" ", b"\n", b"\t", b"a", b"b", b'"', b"1", b"-", b".", b"0", b"true", b"null", b"x", b"\xc3\xa9"]
+
+
+def _agree(a, b, rng, n=1500):
+    for _ in range(n):
+        s = b"".join(rng.choice(ALPHA) for _ in range(rng.randint(0, 7)))
+        assert a.fullmatch(s) == b.fullmatch(s), s
+        assert (a.walk(s) >= 0) == (b.walk(s) >= 0), s
+
+
+@pytest.mark.parametrize("body,k", itertools.product(BODIES, [1, 2, 4]))
+def test_prefixed_build_matches_builder(body, k):
+    node = ir.seq(ir.Repeat(_WS_CHARS, 0, k), regex_to_ir(body))
+    a, b = E._prefixed_build(node, 10 ** 5), build(node)
+    assert a.n_states == b.n_states  # both minimal
+    _agree(a, b, random.Random(k))
+    # an embedded body DFA takes the same path, and the result is shared by identity
+    e = ir.Embed(build(regex_to_ir(body)))
+    c = E._prefixed_build(ir.seq(ir.Repeat(_WS_CHARS, 0, k), e), 10 ** 5)
+    assert c is E._prefixed_build(ir.seq(ir.Repeat(_WS_CHARS, 0, k), ir.Embed(e.dfa)), 10 ** 5)
+    _agree(c, b, random.Random(k + 10), 300)
+
+
+@pytest.mark.parametrize("text", ["{", '"name"', '"caf\u00e9 \u20ac"', ": ", "true"])
+def test_prefixed_literal(text):
+    node = ir.seq(ir.Repeat(_WS_CHARS, 0, 3), ir.literal(text))
+    a = E._prefixed_build(node, 10 ** 5)
+    for pre in ["", " ", "\t\n", "   ", "    "]:
+        for s in [text, text[:-1], text + " ", "x" + text]:
+            data = (pre + s).encode()
+            assert a.fullmatch(data) == (len(pre) <= 3 and s == text), data
+
+
+def test_prefixed_build_state_limit():
+    node = ir.seq(ir.Repeat(_WS_CHARS, 0, 4), ir.literal("abcdefgh"))
+    with pytest.raises(Exception):
+        E._prefixed_build(node, 5)
+
+
+def _within_brute(tb, jt, jacc) -> bool:
+    """Every lexeme is JSON text: enumerate lexer paths (the test grammars' lexers are tiny)."""
+    todo = [(int(g), 0) for g in tb.tstart]
+    seen = set(todo)
+    while todo:
+        g, j = todo.pop()
+        if tb.gacc[g] and not jacc[j]:
+            return False
+        for b in range(256):
+            t = tb.trans[g, b]
+            if t >= 0:
+                u = jt[j, b]
+                if u < 0:
+                    return False
+                if (t, u) not in seen:
+                    seen.add((t, u))
+                    todo.append((int(t), int(u)))
+    return True
+
+
+VOCAB = Vocabulary.from_bytes([bytes([b]) for b in range(256)] + [b'{"', b'": ', b'", "', b'true', b' 1', b'"}'] +
+                              [b""], eos_ids=[262])
+SCHEMAS = [
+    {"type": "object", "properties": {"a": {"type": "string", "maxLength": 3}, "b": {"type": "integer"}},
+     "required": ["a"]},
+    {"type": "array", "items": {"enum": [1, "x", None, True]}, "maxItems": 3},
+    {"anyOf": [{"type": "number", "minimum": 0}, {"type": "boolean"}, {"const": "caf\u00e9"}]},
+]
+
+
+@pytest.mark.parametrize("schema", SCHEMAS)
+@pytest.mark.parametrize("ws", ["flexible", "compact"])
+def test_json_free_lexer_is_sound(schema, ws):
+    cg = compile_cfg(compile_json_schema_cfg(schema, whitespace=ws, max_whitespace=2).grammar, VOCAB)
+    tb = cg.tables
+    jt, jacc, _ = E._json_lexer()
+    assert lexemes_within(tb.trans, tb.gacc, tb.tstart, jt, jacc, 0) == _within_brute(tb, jt, jacc) is True
+    ftrans = cg.free_lexer()[0]
+    assert ftrans is jt
+    # every concatenation of lexemes (random walks through the lexer) stays alive in it
+    rng = random.Random(0)
+    for _ in range(300):
+        f, g = 0, int(rng.choice(tb.tstart))
+        for _ in range(30):
+            nxt = np.flatnonzero(tb.trans[g] >= 0)
+            if tb.gacc[g] and (nxt.size == 0 or rng.random() < 0.3):
+                g = int(rng.choice(tb.tstart))
+                continue
+            if nxt.size == 0:
+                break
+            b = int(rng.choice(nxt))
+            g, f = tb.trans[g, b], ftrans[f, b]
+            assert f >= 0
+
+
+def test_non_json_grammar_keeps_its_own_free_lexer():
+    cg = compile_cfg(lark_to_cfg('start: WORD ("=" WORD)*\nWORD: /[a-z]+/\n'), VOCAB)
+    tb = cg.tables
+    jt, jacc, _ = E._json_lexer()
+    assert not lexemes_within(tb.trans, tb.gacc, tb.tstart, jt, jacc, 0)
+    assert not _within_brute(tb, jt, jacc)
+    f = cg.free_lexer()[0]
+    assert f is not jt and f.shape[0] > 1
+
+
+def test_tables_lexer_matches_numpy():
+    cfg = compile_json_schema_cfg(SCHEMAS[0], whitespace="flexible", max_whitespace=2).grammar
+    norm, dfas = E.normalise(cfg)
+    tb = E.Tables(norm, dfas, 10 ** 6)
+    for i, t in enumerate(tb.term_names):
+        d, o = dfas[t], tb.tstart[i]
+        full = d.transitions[:, d.byte_class]
+        assert np.array_equal(tb.trans[o:o + d.n_states], np.where(full >= 0, full + o, -1))
+        assert np.array_equal(tb.gout[o:o + d.n_states], (full >= 0).any(axis=1))
+
+
+@pytest.mark.parametrize("schema", SCHEMAS)
+def test_json_masks_match_brute_force(schema):
+    """Along random walks, the mask (cached parts, the JSON free lexer's skips) equals advancing
+    every token on a fork of the matcher."""
+    cg = compile_cfg(compile_json_schema_cfg(schema, whitespace="flexible", max_whitespace=2).grammar, VOCAB)
+    rng = random.Random(1)
+    for _ in range(4):
+        m = cg.matcher()
+        for _ in range(12):
+            got = set(m.allowed_tokens().tolist())
+            want = {t for t in range(VOCAB.logits_width) if m.fork().advance(t)}
+            assert got == want
+            normal = sorted(t for t in got if t != 262)
+            if not normal:
+                break
+            assert m.advance(rng.choice(normal))
