@@ -30,6 +30,20 @@ class Node:
     __slots__ = ()
 
 
+def _cached_hash(self) -> int:
+    # IR trees are deep and hashed often (every cache lookup): compute once per node.
+    h = self.__dict__.get("_hash")
+    if h is None:
+        h = hash((type(self).__name__,) + tuple(self.__dict__[f] for f in self.__dataclass_fields__))
+        object.__setattr__(self, "_hash", h)
+    return h
+
+
+def _state_without_hash(self) -> dict:
+    # string hashes differ between processes: never carry a cached hash through pickle
+    return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
+
 def _normalise_ranges(ranges, top: int) -> tuple:
     rs = sorted((int(a), int(b)) for a, b in ranges if a <= b)
     out = []
@@ -46,6 +60,8 @@ def _normalise_ranges(ranges, top: int) -> tuple:
 
 @dataclass(frozen=True)
 class CharSet(Node):
+    __hash__ = _cached_hash
+    __getstate__ = _state_without_hash
     ranges: tuple  # tuple[tuple[int, int], ...], sorted, disjoint, non-adjacent
 
     @staticmethod
@@ -71,6 +87,8 @@ class CharSet(Node):
 
 @dataclass(frozen=True)
 class ByteSet(Node):
+    __hash__ = _cached_hash
+    __getstate__ = _state_without_hash
     ranges: tuple
 
     @staticmethod
@@ -80,16 +98,22 @@ class ByteSet(Node):
 
 @dataclass(frozen=True)
 class Seq(Node):
+    __hash__ = _cached_hash
+    __getstate__ = _state_without_hash
     items: tuple
 
 
 @dataclass(frozen=True)
 class Alt(Node):
+    __hash__ = _cached_hash
+    __getstate__ = _state_without_hash
     items: tuple
 
 
 @dataclass(frozen=True)
 class Repeat(Node):
+    __hash__ = _cached_hash
+    __getstate__ = _state_without_hash
     item: Node
     min: int
     max: Optional[int]  # None: unbounded
@@ -97,11 +121,15 @@ class Repeat(Node):
 
 @dataclass(frozen=True)
 class And(Node):
+    __hash__ = _cached_hash
+    __getstate__ = _state_without_hash
     items: tuple
 
 
 @dataclass(frozen=True)
 class Not(Node):
+    __hash__ = _cached_hash
+    __getstate__ = _state_without_hash
     item: Node
 
 
