@@ -15,7 +15,6 @@ import argparse
 import importlib
 import json
 import os
-import pkgutil
 import sys
 import time
 
@@ -355,42 +354,11 @@ def _compile_vocab(tokenizer_arg):
         raise ModelNotAvailable(f"cannot load the tokenizer {tokenizer_arg!r}: {e}") from None
 
 
-def _bench_suites() -> dict:
-    try:
-        import structgen.bench as bench
-    except ImportError:
-        return {}
-    suites = {}
-    for info in pkgutil.iter_modules(bench.__path__):
-        if info.name.startswith("_"):
-            continue
-        try:
-            mod = importlib.import_module(f"structgen.bench.{info.name}")
-        except Exception:
-            continue
-        if callable(getattr(mod, "main", None)):
-            suites[info.name] = mod.main
-    return suites
-
-
 def cmd_bench(args) -> int:
-    rest = list(args.args)
-    suites = _bench_suites()
-    if not rest or rest[0] in ("-h", "--help"):
-        print("usage: structgen bench SUITE [options]\n")
-        if suites:
-            print("suites: " + ", ".join(sorted(suites)) + "   (structgen bench SUITE --help for options)")
-        else:
-            print("structgen bench is not implemented yet (the benchmark issue will add suites).")
-        print("end-to-end generation speed: python benchmarks/bench_generate.py")
-        return EXIT_OK if rest else EXIT_USAGE
-    name = rest[0]
-    if name not in suites:
-        known = ", ".join(sorted(suites)) or "none yet"
-        raise UsageError(f"unknown benchmark suite {name!r} (available: {known}); "
-                         "structgen bench is not fully implemented yet")
-    out = suites[name](rest[1:])
-    return int(out) if isinstance(out, int) else EXIT_OK
+    """Dispatch to :func:`structgen.bench.main` (maskbench, jsonschemabench, testsuite, report)."""
+    from .bench import main as bench_main
+
+    return int(bench_main(list(args.args)) or 0)
 
 
 # ----------------------------------------------------------------------------- entry point
@@ -414,6 +382,14 @@ def _exit_code_for(err: BaseException) -> int:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bench"]:  # the benchmark has its own parser (and --help)
+        from .bench import main as bench_main
+
+        try:
+            return int(bench_main(argv[1:]) or 0)
+        except SystemExit as e:  # argparse's usage errors: an exit code, not an exception
+            return e.code if isinstance(e.code, int) else EXIT_USAGE
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

@@ -120,7 +120,7 @@ def test_incomplete_output_exits_1(model_dir, capsys, tmp_path):
     (["generate", "--model", "/no/such/model", "--regex", "a", "x"], cli.EXIT_MODEL, "could not load"),
     ([], cli.EXIT_USAGE, ""),
     (["bench"], cli.EXIT_USAGE, "structgen bench"),
-    (["bench", "nonsense-suite"], cli.EXIT_USAGE, "unknown benchmark suite"),
+    (["bench", "nonsense-suite"], cli.EXIT_USAGE, "invalid choice"),
 ])
 def test_errors_and_exit_codes(capsys, argv, code, needle):
     got, out, err = run(capsys, *argv)
