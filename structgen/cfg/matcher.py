@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import LimitExceeded
+from ..kernels.bitmask import set_bits
 from ..runtime.matcher import Matcher, _tokenize_exact, write_row
 from . import earley
 from . import mask as mk
@@ -172,11 +173,11 @@ class CFGMatcher(Matcher):
         e = self.engine
         if self._terminated:
             words = np.zeros(e.words, np.uint32)
-            _set_bits(words, e.eos)
+            set_bits(words, e.eos)
             return words
         words = self._compute(e)
         if self._acc:
-            _set_bits(words, e.eos)
+            set_bits(words, e.eos)
         return words
 
     def _compute(self, e):
@@ -317,12 +318,7 @@ def _crosses(m: CFGMatcher, v, rest: bytes) -> bool:
     trie = v.trie
     node = 0
     for b in rest:
-        child, end, found = node + 1, trie.node_end[node], -1
-        while child < end:
-            if trie.node_byte[child] == b:
-                found = child
-                break
-            child = trie.node_end[child]
+        found = trie.child(node, b)
         if found < 0:
             return False
         node = found
@@ -339,6 +335,3 @@ def _stamped(n: int):
     return np.zeros(n, np.int64), np.full(n, -1, np.int64)
 
 
-def _set_bits(words, ids):
-    if ids.size:
-        np.bitwise_or.at(words, ids >> 5, (np.uint32(1) << (ids & 31).astype(np.uint32)))

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from ..errors import StructgenError
-from ..kernels.bitmask import allocate_bitmask, apply_bitmask_, bitmask_words
+from ..kernels.bitmask import allocate_bitmask, apply_bitmask_, bitmask_words, set_bits
 
 __all__ = ["Row", "DecodeStats", "decode", "decode_steps", "sample", "advance_bytes"]
 
@@ -132,9 +132,7 @@ def _tokens_starting_with(vocab, prefix: bytes) -> np.ndarray:
 
 
 def _set_bits(row: torch.Tensor, ids) -> None:
-    ids = np.asarray(ids, dtype=np.int64)
-    words = np.zeros(row.shape[-1], dtype=np.uint32)
-    np.bitwise_or.at(words, ids >> 5, np.uint32(1) << (ids & 31).astype(np.uint32))
+    words = set_bits(np.zeros(row.shape[-1], dtype=np.uint32), ids)
     row.copy_(torch.from_numpy(words.view(np.int32)))
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit
 
 from ..automaton import ir
-from ..kernels.bitmask import bitmask_words
+from ..kernels.bitmask import bitmask_words, set_bits
 from ..vocab.trie import TokenTrie
 
 #: Characters a JSON string holds without escaping.
@@ -141,9 +141,7 @@ class VocabSlice:
         inside = np.zeros(vocab.logits_width, dtype=np.bool_)
         _tokens_in_charset(vocab.token_data, vocab.token_offsets, vocab.is_normal, los, his, inside)
         self.tokens = np.flatnonzero(inside).astype(np.int32)
-        words = np.zeros(bitmask_words(vocab.logits_width), dtype=np.uint32)
-        np.bitwise_or.at(words, self.tokens >> 5, np.uint32(1) << (self.tokens & 31).astype(np.uint32))
-        self.bits = words
+        self.bits = set_bits(np.zeros(bitmask_words(vocab.logits_width), dtype=np.uint32), self.tokens)
         self.rest_trie = TokenTrie.build(vocab.token_data, vocab.token_offsets, vocab.is_normal & ~inside)
         u = build_dfa(charset)
         self.u_trans = np.ascontiguousarray(u.transitions, dtype=np.int32)

@@ -24,7 +24,7 @@ import torch
 
 from ..automaton.dfa import ByteDFA
 from ..errors import LimitExceeded, StructgenError
-from ..kernels.bitmask import bitmask_words
+from ..kernels.bitmask import bitmask_words, clear_bits, set_bits
 from .slices import loops_on_charset
 from ..kernels.trie_walk import token_crosses, walk_bytes, walk_state, walk_states, walk_tokens
 
@@ -110,8 +110,8 @@ class TokenDFA:
         return words, toks, nexts
 
     def _set_eos(self, words: np.ndarray, state: int) -> None:
-        if self._accepting[state] and self._eos.size:
-            np.bitwise_or.at(words, self._eos >> 5, (np.uint32(1) << (self._eos & 31).astype(np.uint32)))
+        if self._accepting[state]:
+            set_bits(words, self._eos)
 
     def mask_row(self, state: int) -> np.ndarray:
         """The int32 bitmask row of ``state`` (cached; do not modify it)."""
@@ -122,8 +122,7 @@ class TokenDFA:
             words, toks, nexts = self._walk(state, record=True)
             dead = ~self._live[nexts]
             if dead.any():
-                bad = toks[dead].astype(np.int64)
-                np.bitwise_and.at(words, bad >> 5, ~(np.uint32(1) << (bad & 31).astype(np.uint32)))
+                clear_bits(words, toks[dead])
         else:
             words, _, _ = self._walk(state, record=False)
         self._set_eos(words, state)
@@ -365,11 +364,7 @@ class DeviceTokenDFA:
         rows = np.zeros((n + 1, tdfa.words), dtype=np.int32)
         for s in np.flatnonzero(np.diff(indptr)):
             rows[s] = tdfa.mask_row(int(s))
-        eos_row = np.zeros(tdfa.words, dtype=np.uint32)
-        eos = tdfa._eos
-        if eos.size:
-            np.bitwise_or.at(eos_row, eos >> 5, np.uint32(1) << (eos & 31).astype(np.uint32))
-        rows[n] = eos_row.view(np.int32)
+        rows[n] = set_bits(np.zeros(tdfa.words, dtype=np.uint32), tdfa._eos).view(np.int32)
         row_of_state = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
         keys = row_of_state * self.width + token_ids.astype(np.int64)
         self.indptr = torch.from_numpy(indptr).to(self.device)

@@ -67,6 +67,22 @@ def apply_bitmask_(logits: torch.Tensor, bitmask: torch.Tensor, indices=None) ->
     return logits.squeeze(0) if squeeze else logits
 
 
+def set_bits(words: np.ndarray, ids) -> np.ndarray:
+    """Set the bits of token ``ids`` in the uint32 mask row ``words`` (in place); returns it."""
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.size:
+        np.bitwise_or.at(words, ids >> 5, np.uint32(1) << (ids & 31).astype(np.uint32))
+    return words
+
+
+def clear_bits(words: np.ndarray, ids) -> np.ndarray:
+    """Clear the bits of token ``ids`` in the uint32 mask row ``words`` (in place); returns it."""
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.size:
+        np.bitwise_and.at(words, ids >> 5, ~(np.uint32(1) << (ids & 31).astype(np.uint32)))
+    return words
+
+
 def bitmask_to_ids(row) -> np.ndarray:
     """Token ids allowed by one mask row (numpy or torch), sorted ascending."""
     if isinstance(row, torch.Tensor):

@@ -22,6 +22,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..kernels.bitmask import set_bits
+
 _TERMINATED = -2
 
 
@@ -141,11 +143,7 @@ class TokenDFAMatcher(Matcher):
 
     def _eos_only_row(self) -> np.ndarray:
         t = self._tdfa
-        words = np.zeros(t.words, dtype=np.uint32)
-        eos = t._eos
-        if eos.size:
-            np.bitwise_or.at(words, eos >> 5, np.uint32(1) << (eos & 31).astype(np.uint32))
-        return words.view(np.int32)
+        return set_bits(np.zeros(t.words, dtype=np.uint32), t._eos).view(np.int32)
 
     def is_accepting(self) -> bool:
         return self._state != _TERMINATED and self._tdfa.is_accepting(self._state)
@@ -215,13 +213,7 @@ def _greedy_tokenize(vocab, data: bytes) -> list[int]:
     while pos < len(data):
         node, best, best_len, depth = 0, -1, 0, 0
         while pos + depth < len(data):
-            b = data[pos + depth]
-            child, end, found = node + 1, trie.node_end[node], -1
-            while child < end:
-                if trie.node_byte[child] == b:
-                    found = child
-                    break
-                child = trie.node_end[child]
+            found = trie.child(node, data[pos + depth])
             if found < 0:
                 break
             node, depth = found, depth + 1

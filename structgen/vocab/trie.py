@@ -173,6 +173,15 @@ class TokenTrie:
         """Number of nodes, root included."""
         return int(self.node_byte.shape[0])
 
+    def child(self, node: int, byte: int) -> int:
+        """The child of ``node`` reached by ``byte``, or -1 (hops over sibling subtrees)."""
+        c, end = node + 1, self.node_end[node]
+        while c < end:
+            if self.node_byte[c] == byte:
+                return int(c)
+            c = self.node_end[c]
+        return -1
+
     def tokens_at(self, node: int) -> np.ndarray:
         """Ids of the tokens whose bytes end exactly at ``node``."""
         return self.tok_ids[self.tok_ptr[node]:self.tok_ptr[node + 1]]
