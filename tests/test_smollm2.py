@@ -11,7 +11,7 @@ import time
 
 import pytest
 import torch
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 import structgen as sg
 from structgen import cli, models
@@ -20,25 +20,9 @@ pytestmark = pytest.mark.skipif(not models.demo_available(),
                                 reason="demo model not installed (python -m structgen.models install-demo)")
 
 
-class Person(BaseModel):
-    name: str
-    age: int
-    city: str
+from tests.extraction_cases import CASES, PROMPT, Person  # noqa: E402
 
 
-CASES = [
-    ("Maria Lopez is 34 years old and lives in Madrid.", ("Maria Lopez", 34, "Madrid")),
-    ("John Smith, 52, works as a baker in Chicago.", ("John Smith", 52, "Chicago")),
-    ("My name is Aiko Tanaka. I am 27 and I live in Tokyo.", ("Aiko Tanaka", 27, "Tokyo")),
-    ("Pierre Dubois (41) moved to Paris last year.", ("Pierre Dubois", 41, "Paris")),
-    ("Meet Hans Müller: a 63-year-old retired teacher from Berlin.", ("Hans Müller", 63, "Berlin")),
-    ("Priya Sharma, aged 29, is a software engineer based in Mumbai.", ("Priya Sharma", 29, "Mumbai")),
-    ("Lagos is home to 45-year-old Chinedu Okafor.", ("Chinedu Okafor", 45, "Lagos")),
-    ("Emma Wilson turned 19 this spring; she studies in London.", ("Emma Wilson", 19, "London")),
-    ("Carlos Silva lives in Lisbon. He is 38.", ("Carlos Silva", 38, "Lisbon")),
-    ("At 71, Olga Petrova still runs a bakery in Moscow.", ("Olga Petrova", 71, "Moscow")),
-]
-PROMPT = "Extract the name, age and city of the person in this text as JSON.\nText: {}"
 
 
 @pytest.fixture(scope="module")

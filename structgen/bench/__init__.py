@@ -43,13 +43,10 @@ def suite_tasks(suite=DEFAULT_SUITE, drafts=("draft2020-12", "draft7"), *, optio
     ``draft/file.json``.  A draft-7 schema without ``$schema`` gets one, so that every engine
     knows the draft."""
     tasks = []
+    from .testsuite import suite_files
+
     for draft in drafts:
-        root = Path(suite) / draft
-        paths = sorted(root.glob("*.json"))
-        if optional:
-            paths += sorted((root / "optional").glob("*.json")) + sorted((root / "optional" / "format").glob("*.json"))
-        for p in paths:
-            rel = f"{draft}/{p.relative_to(root)}"
+        for rel, p in suite_files(suite, draft, optional=optional):
             if files is not None and rel not in files and p.stem not in files:
                 continue
             for k, case in enumerate(json.loads(p.read_text())):

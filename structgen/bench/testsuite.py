@@ -100,17 +100,22 @@ def run_file(path: Path, draft: str, *, vocab=None, modes=("compact", "flexible"
     return res
 
 
+def suite_files(suite, draft: str, *, optional: bool = True) -> list:
+    """``[("draft/file.json", path), ...]``: the keyword files of one draft of the official
+    suite (with ``optional/`` and ``optional/format/`` when ``optional``)."""
+    root = Path(suite) / draft
+    paths = sorted(root.glob("*.json"))
+    if optional:
+        paths += sorted((root / "optional").glob("*.json")) + sorted((root / "optional" / "format").glob("*.json"))
+    return [(f"{draft}/{p.relative_to(root)}", p) for p in paths]
+
+
 def run_suite(suite: Path = DEFAULT_SUITE, drafts=("draft2020-12", "draft7"), *, vocab=None, optional=True,
               files=None, modes=("compact", "flexible"), engine: str = "auto") -> dict:
     """``{"draft/file.json": result}`` for every keyword file of the given drafts."""
     out = {}
     for draft in drafts:
-        root = Path(suite) / draft
-        paths = sorted(root.glob("*.json"))
-        if optional:
-            paths += sorted((root / "optional").glob("*.json")) + sorted((root / "optional" / "format").glob("*.json"))
-        for p in paths:
-            rel = f"{draft}/{p.relative_to(root)}"
+        for rel, p in suite_files(suite, draft, optional=optional):
             if files is not None and rel not in files:
                 continue
             out[rel] = run_file(p, draft, vocab=vocab, modes=modes, engine=engine)
