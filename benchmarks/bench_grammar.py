@@ -56,13 +56,13 @@ def pct(xs):
 
 
 def bench_structgen(text, vocab, seqs, repeat):
-    from structgen.cfg import compile_cfg, lark_to_cfg
+    import structgen as sg
 
     t0 = time.perf_counter()
-    cg = compile_cfg(lark_to_cfg(text), vocab)
+    cg = sg.compile(sg.Grammar.from_lark(text), vocab, cache=False)
     compile_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    compile_cfg(lark_to_cfg(text), vocab)
+    sg.compile(sg.Grammar.from_lark(text), vocab, cache=False)
     recompile_s = time.perf_counter() - t0
     m = cg.matcher()
     t0 = time.perf_counter()

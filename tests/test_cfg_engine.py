@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import itertools
+import pathlib
 import random
 
 import numpy as np
@@ -439,19 +440,27 @@ def reference_words(m) -> np.ndarray:
         cap *= 4
 
 
-@pytest.mark.parametrize("name,which", [("sql", 2), ("c_subset", 0), ("json", 1)])
+@pytest.mark.parametrize("name,which", [("sql", 2), ("c_subset", 0), ("json", 1), ("sql_ignore_ws", 0)])
 def test_mask_equals_reference_walk_on_llama3(name, which, llama3):
     """mask_words (cached lexer walks + parser at boundaries + pruning) equals the walk
-    that steps the parser at every trie node, at every prefix of a benchmark sentence."""
+    that steps the parser at every trie node, at every prefix of a benchmark sentence.
+    ``sql_ignore_ws`` is the SQL grammar with an ignored whitespace terminal: a name can end
+    after every byte of an identifier token and another start there, the nested boundary
+    lists that :func:`structgen.cfg.mask.union_walk` walks once."""
     import importlib.util
     import pathlib
 
-    path = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "bench_grammar.py"
+    here = pathlib.Path(__file__).resolve().parent
+    path = here.parent / "benchmarks" / "bench_grammar.py"
     spec = importlib.util.spec_from_file_location("bench_grammar", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    cg = compile_cfg(lark_to_cfg(grammars.load(name)), llama3)
-    ids = llama3.encode(bench.SENTENCES[name][which])[:24]
+    if name == "sql_ignore_ws":
+        text, sentence = (here / "data" / "sql_ignore_ws.lark").read_text(), bench.SENTENCES["sql"][which]
+    else:
+        text, sentence = grammars.load(name), bench.SENTENCES[name][which]
+    cg = compile_cfg(lark_to_cfg(text), llama3)
+    ids = llama3.encode(sentence)[:24]
     m = cg.matcher()
     for i, t in enumerate(ids):
         fast = m.mask_words()
@@ -520,3 +529,55 @@ def test_disk_cache_round_trip(tmp_path, monkeypatch):
     assert all(np.array_equal(db[k].transitions, da[k].transitions) for k in da)
     monkeypatch.setenv("STRUCTGEN_CACHE_DIR", "")
     assert diskcache.cache_dir() is None
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_union_walk_equals_bucket_walks(seed, llama3):
+    """The two ways a lexer state is walked below a boundary list agree: one walk per child
+    (:func:`walk_kids`, by byte buckets) and one pass over the union of the subtrees
+    (:func:`union_walk`) -- same tokens, same new boundary nodes -- on nested lists of
+    llama3's trie (identifier prefixes, where every node is a boundary) with random
+    follow-byte filters."""
+    from structgen.cfg import mask as mk
+
+    rng = np.random.default_rng(seed)
+    text = (pathlib.Path(__file__).resolve().parent / "data" / "sql_ignore_ws.lark").read_text()
+    cg = compile_cfg(lark_to_cfg(text), llama3)
+    tb, tr = cg.tables, llama3.trie
+    depth = int(tr.max_depth) + 2
+    n_nodes = tr.node_depth.shape[0]
+    name = tb.tstart[tb.term_names.index("NAME")]
+    # nested boundary nodes: where a NAME lexeme from the root accepts and the subtree goes on
+    words = np.zeros(cg.words, np.uint32)
+    out = np.empty(n_nodes, np.int32)
+    nmark = np.zeros(n_nodes, np.int64)
+    kids0, kb0 = np.zeros(256, np.int32), np.zeros(257, np.int64)
+    mk.build_kids(np.zeros(1, np.int32), np.ones(256, np.uint8), tr.node_byte, tr.node_end, kids0, kb0)
+    nb = mk.walk_kids(kids0, kb0, name, tb.trans, tb.gacc, tb.gout, *cg._trie_args, np.zeros(depth, np.int32),
+                      words, out, nmark, 1)
+    nodes = np.sort(out[:nb])
+    assert nb > 10_000
+    for trial in range(4):
+        u = np.sort(rng.choice(nodes, size=int(rng.integers(300, 3000)), replace=False)).astype(np.int32)
+        fb = (rng.random(256) < 0.6).astype(np.uint8)
+        fb[ord("a"):ord("z") + 1] = 1  # letters: the nested case
+        fb[ord("'")] = 1
+        g0 = [name, tb.trans[name, ord("a")]][trial] if trial < 2 else \
+            int(rng.integers(tb.trans.shape[0]))
+        uu = u.copy()
+        kids, kb = np.zeros(n_nodes, np.int32), np.zeros(257, np.int64)
+        nu, _ = mk.build_kids(uu, fb, tr.node_byte, tr.node_end, kids, kb)
+        w1 = np.zeros(cg.words, np.uint32)
+        o1 = np.empty(n_nodes, np.int32)
+        n1 = mk.walk_kids(kids, kb, g0, tb.trans, tb.gacc, tb.gout, *cg._trie_args, np.zeros(depth, np.int32),
+                          w1, o1, np.zeros(n_nodes, np.int64), 1)
+        w2 = np.zeros(cg.words, np.uint32)
+        o2 = np.empty(n_nodes, np.int32)
+        mark = np.zeros(n_nodes, np.int64)
+        mark[uu[:nu]] = 7
+        n2 = mk.union_walk(uu[:nu], fb, g0, tb.trans, tb.gacc, tb.gout, *cg._trie_args, mark, 7,
+                           np.zeros((depth, depth), np.int32), np.zeros(depth, np.int64), np.zeros(depth, np.uint8),
+                           w2, o2)
+        assert np.array_equal(w1, w2), trial
+        assert np.array_equal(np.sort(o1[:n1]), o2[:n2]), trial
+        assert w1.any() or trial >= 2

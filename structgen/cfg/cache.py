@@ -26,11 +26,12 @@ from . import mask as mk
 
 class _Snapshot:
     __slots__ = ("ht_keys", "ht_vals", "ent_bl2", "ent_boff", "ent_bn", "bidx", "bval", "bl_off", "bl_nodes",
-                 "bl_uoff", "bl_un", "cnt")
+                 "bl_kb", "bl_kids", "bl_term", "bl_uoff", "bl_un", "cnt")
 
     def arrays(self):
         return (self.ht_keys, self.ht_vals, self.ent_bl2, self.ent_boff, self.ent_bn, self.bidx, self.bval,
-                self.bl_off, self.bl_nodes, self.bl_uoff, self.bl_un, self.cnt)
+                self.bl_off, self.bl_nodes, self.bl_kb, self.bl_kids, self.bl_term, self.bl_uoff,
+                self.bl_un, self.cnt)
 
     def nbytes(self) -> int:
         return sum(a.nbytes for a in self.arrays())
@@ -39,10 +40,16 @@ class _Snapshot:
 class MaskCache:
     """Append-only pools of cached mask parts for one compiled grammar."""
 
-    def __init__(self, max_bytes: int = 256 << 20):
+    def __init__(self, trie, max_bytes: int = 256 << 20):
         self.max_bytes = int(max_bytes)
         self.lock = threading.Lock()
         self.clears = 0
+        # boundary list 0 is the trie root alone: its children by byte
+        self._root_kids = np.zeros(256, np.int32)
+        self._root_kb = np.zeros(257, np.int64)
+        _, n = mk.build_kids(np.zeros(1, np.int32), np.ones(256, np.uint8), trie.node_byte, trie.node_end,
+                             self._root_kids, self._root_kb)
+        self._n_root_kids = int(n)
         self.snap = self._empty()
         self.scr_words = self.scr_nodes = self.lstack = None  # fill scratch (used under ``lock``)
         self.roots: dict = {}  # frontier lexer states (sorted tuple) -> their root bits, dense
@@ -67,25 +74,40 @@ class MaskCache:
         self.scr_words = np.zeros(n_words, np.uint32)
         self.scr_nodes = np.empty(max(n_nodes, 1024), np.int32)
         self.lstack = np.zeros(depth, np.int32)
+        self.nmark = np.zeros(max(n_nodes, 1), np.int64)  # per trie node stamps
+        self.nst = np.zeros(1, np.int64)
+        # union walks: at depth d at most d lexemes are in progress (one per boundary above)
+        self.act = np.zeros((depth, depth), np.int32)
+        self.actn = np.zeros(depth, np.int64)
+        self.isb = np.zeros(depth, np.uint8)
 
-    @staticmethod
-    def _empty() -> _Snapshot:
+    def scratch(self):
+        return (self.scr_words, self.scr_nodes, self.lstack, self.nmark, self.nst, self.act, self.actn, self.isb)
+
+    def _empty(self) -> _Snapshot:
         s = _Snapshot()
-        s.ht_keys = np.full(1024, -1, np.int64)
-        s.ht_vals = np.zeros(1024, np.int32)
-        s.ent_bl2 = np.zeros(256, np.int32)
-        s.ent_boff = np.zeros(256, np.int64)
-        s.ent_bn = np.zeros(256, np.int32)
-        s.bidx = np.zeros(1 << 14, np.int32)
-        s.bval = np.zeros(1 << 14, np.uint32)
-        s.bl_off = np.zeros(256, np.int64)
-        s.bl_nodes = np.zeros(1 << 12, np.int32)
-        s.bl_uoff = np.zeros(256, np.int64)
-        s.bl_un = np.zeros(256, np.int32)
+        # generous first sizes (np.zeros pages cost nothing until touched): growing a pool copies it,
+        # a spike in the latency of the mask that triggers it
+        s.ht_keys = np.full(1 << 13, -1, np.int64)
+        s.ht_vals = np.zeros(1 << 13, np.int32)
+        s.ent_bl2 = np.zeros(1 << 12, np.int32)
+        s.ent_boff = np.zeros(1 << 12, np.int64)
+        s.ent_bn = np.zeros(1 << 12, np.int32)
+        s.bidx = np.zeros(1 << 20, np.int32)
+        s.bval = np.zeros(1 << 20, np.uint32)
+        s.bl_off = np.zeros(1 << 12, np.int64)
+        s.bl_nodes = np.zeros(1 << 19, np.int32)
+        s.bl_kb = np.zeros(257 * (1 << 10), np.int64)
+        s.bl_kids = np.zeros(1 << 19, np.int32)
+        s.bl_term = np.full(1 << 12, -1, np.int32)
+        s.bl_uoff = np.zeros(1 << 12, np.int64)
+        s.bl_un = np.zeros(1 << 12, np.int32)
         # boundary list 0 is the trie root alone
         s.bl_off[1] = 1
         s.bl_nodes[0] = 0
-        s.cnt = np.array([0, 0, 1, 1, 0], np.int64)
+        s.bl_kb[:257] = self._root_kb
+        s.bl_kids[:self._n_root_kids] = self._root_kids[:self._n_root_kids]
+        s.cnt = np.array([0, 0, 1, 1, 0, self._n_root_kids], np.int64)
         return s
 
     @property
@@ -110,6 +132,65 @@ class MaskCache:
         w.cnt = s.cnt.copy()
         return w
 
+    def prefill(self, engine, seconds: float) -> int:
+        """Spend up to ``seconds`` computing cache entries a first mask would otherwise pay
+        for: the root-level entries of every lexer state (start states first), then those of
+        the terminals that can start below each boundary list found so far.  Works in small
+        batches, each under the lock and published at once, so it can run in a background
+        thread while matchers compute masks.  Returns the number of entries computed."""
+        import time
+
+        if seconds <= 0:
+            return 0
+        deadline = time.perf_counter() + seconds
+        tb = engine.tables
+        with self.lock:
+            if self.scr_words is None:
+                self.alloc_scratch(engine.words, engine.trie.node_depth.shape[0], int(engine.trie.max_depth) + 2)
+        starts = np.unique(tb.tstart)
+        rest = np.setdiff1d(np.arange(tb.trans.shape[0], dtype=np.int32), starts)
+        gs = np.concatenate([starts, rest]).astype(np.int32)
+        n = self._fill(engine, np.zeros(gs.shape[0], np.int32), gs, deadline)
+        if n < 0:
+            return -n - 1
+        # second level: lexemes starting below the boundary lists of those entries
+        first = (tb.trans[starts] >= 0)  # (start states, 256)
+        snap = self.snap
+        for b in range(1, int(snap.cnt[mk.C_BL])):
+            kb = snap.bl_kb[257 * b:257 * b + 257]
+            present = (kb[1:] - kb[:-1]) > 0
+            g2 = starts[(first & present).any(axis=1)].astype(np.int32)
+            k = self._fill(engine, np.full(g2.shape[0], b, np.int32), g2, deadline)
+            if k < 0:
+                return n - k - 1
+            n += k
+        return n
+
+    def _fill(self, engine, bls, gs, deadline) -> int:
+        """Compute the entries ``(bls, gs)`` in batches: the number computed, or ``-1 - that``
+        when ``deadline`` stopped it."""
+        import time
+
+        tb = engine.tables
+        done = made = 0
+        while done < gs.shape[0]:
+            if time.perf_counter() >= deadline:
+                return -1 - made
+            with self.lock:
+                w = self.begin_fill()
+                n0 = int(w.cnt[mk.C_ENT])
+                k, st = mk.fill_entries(bls[done:done + 8], gs[done:done + 8], tb.trans, tb.gacc, tb.gout, tb.gterm,
+                                        tb.follow, *engine._trie_args, *w.arrays(), *self.scratch(),
+                                        *engine.free_lexer())
+                if st == mk.CACHE_FULL:
+                    self.grow(w, engine.words, engine.trie.node_depth.shape[0])
+                elif st == mk.NODES_FULL:
+                    self.scr_nodes = np.empty(self.scr_nodes.shape[0] * 4, np.int32)
+                made += int(w.cnt[mk.C_ENT]) - n0
+                self.publish(w)
+            done += int(k)
+        return made
+
     def grow(self, w: _Snapshot, n_words: int, n_nodes: int) -> None:
         """Make room in the fill copy ``w`` for one more entry of any size (two bit sets
         of ``n_words`` words, a boundary list of ``n_nodes`` trie nodes); call under ``lock``.
@@ -128,9 +209,13 @@ class MaskCache:
             w.bidx, w.bval = _larger(w.bidx, n), _larger(w.bval, n)
         if c[mk.C_BL] + 2 >= w.bl_off.shape[0]:
             n = 2 * w.bl_off.shape[0]
-            w.bl_off, w.bl_uoff, w.bl_un = (_larger(a, n) for a in (w.bl_off, w.bl_uoff, w.bl_un))
+            w.bl_off, w.bl_uoff, w.bl_un, w.bl_term = (_larger(a, n) for a in (w.bl_off, w.bl_uoff, w.bl_un, w.bl_term))
+        if 257 * (c[mk.C_BL] + 2) > w.bl_kb.shape[0]:
+            w.bl_kb = _larger(w.bl_kb, 2 * w.bl_kb.shape[0])
         if c[mk.C_NODES] + n_nodes > w.bl_nodes.shape[0]:
             w.bl_nodes = _larger(w.bl_nodes, max(2 * w.bl_nodes.shape[0], int(c[mk.C_NODES]) + n_nodes))
+        if c[mk.C_KIDS] + n_nodes > w.bl_kids.shape[0]:
+            w.bl_kids = _larger(w.bl_kids, max(2 * w.bl_kids.shape[0], int(c[mk.C_KIDS]) + n_nodes))
 
     def publish(self, w: _Snapshot) -> None:
         """Make the fill copy ``w`` the snapshot readers see (call under ``lock``)."""

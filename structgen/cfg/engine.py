@@ -110,10 +110,65 @@ class Tables:
         self.tstart = np.array(offs, np.int32)
         self.n_dr = len(dr_next)
         self.n_lexer_states = total
+        self.follow = _follow_bytes(cfg, terms, nullable, trans, self.tstart)
 
     def args(self):
         return (self.NN, self.dr_next, self.dr_lhs, self.nt_ptr, self.nt_dr0, self.nullable, self.final_dr,
                 self.trans, self.gacc, self.gout, self.gterm, self.tstart)
+
+
+def _follow_bytes(cfg: CFG, terms: list, nullable: set, trans: np.ndarray, tstart: np.ndarray) -> np.ndarray:
+    """``follow[t, x]``: can a lexeme start with byte ``x`` right after one of terminal ``t``
+    in some sentential form?  (The first bytes of the grammar's FOLLOW set of ``t``; ignored
+    terminals are already folded into every terminal by :func:`normalise`.)  The mask
+    kernel only starts lexemes at such bytes after a lexeme boundary inside a token."""
+    T = len(terms)
+    tid = {t: i for i, t in enumerate(terms)}
+    first = dict.fromkeys(cfg.rules, 0)  # nonterminal -> bitset of terminals
+    changed = True
+    while changed:
+        changed = False
+        for a, alts in cfg.rules.items():
+            acc = first[a]
+            for rhs in alts:
+                for sym in rhs:
+                    if sym in tid:
+                        acc |= 1 << tid[sym]
+                        break
+                    acc |= first[sym]
+                    if sym not in nullable:
+                        break
+            if acc != first[a]:
+                first[a] = acc
+                changed = True
+    fol_nt = dict.fromkeys(cfg.rules, 0)
+    fol_t = [0] * T
+    changed = True
+    while changed:
+        changed = False
+        for a, alts in cfg.rules.items():
+            for rhs in alts:
+                trailer = fol_nt[a]
+                for sym in reversed(rhs):
+                    i = tid.get(sym)
+                    if i is not None:
+                        fol_t[i] |= trailer
+                        trailer = 1 << i
+                    else:
+                        if fol_nt[sym] | trailer != fol_nt[sym]:
+                            fol_nt[sym] |= trailer
+                            changed = True
+                        trailer = (trailer | first[sym]) if sym in nullable else first[sym]
+    starts = (trans[tstart] >= 0) if T else np.zeros((0, 256), bool)
+    follow = np.zeros((max(T, 1), 256), np.uint8)
+    for i in range(T):
+        bits, j = fol_t[i], 0
+        while bits:
+            if bits & 1:
+                follow[i] |= starts[j]
+            bits >>= 1
+            j += 1
+    return follow
 
 
 @njit(cache=True, nogil=True)
@@ -331,10 +386,17 @@ class CompiledCFG:
 
     ``max_cache_bytes`` bounds the per-grammar cache of mask parts
     (:class:`~structgen.cfg.cache.MaskCache`); past it the cache starts afresh.
+    ``prefill_seconds``: CPU time a background thread (``prefill_thread``) spends after
+    compilation computing mask parts that first masks would otherwise pay for
+    (:meth:`MaskCache.prefill`); masks computed meanwhile are exact and only wait for one small
+    batch at most.  Worth it for a grammar compiled once and used many times
+    (:func:`structgen.compile` gives Lark and GBNF grammars ``PREFILL_SECONDS``), not for a
+    one-off JSON Schema, whose compile would compete with its own first masks.
     """
 
     def __init__(self, cfg: CFG, vocab, *, max_states: int = 100_000, max_lexer_states: int = 200_000,
-                 max_cache_bytes: int = 256 << 20):
+                 max_cache_bytes: int = 256 << 20, prefill_seconds: float = 0.0):
+        _warm_up()
         t0 = time.perf_counter()
         self.cfg = cfg
         self.vocab = vocab
@@ -348,8 +410,14 @@ class CompiledCFG:
         self.words = (int(vocab.logits_width) + 31) // 32
         self.eos = np.asarray(vocab.eos_ids, np.int64)
         self._eos_set = set(self.eos.tolist())
-        self.cache = MaskCache(max_cache_bytes)
+        self.cache = MaskCache(trie, max_cache_bytes)
+        self.free_lexer()
         self.compile_seconds = time.perf_counter() - t0
+        self.prefill_thread = None
+        if prefill_seconds > 0:
+            self.prefill_thread = threading.Thread(target=self.cache.prefill, args=(self, prefill_seconds),
+                                                   name="structgen-prefill", daemon=True)
+            self.prefill_thread.start()
 
     def free_lexer(self):
         """``(trans[S, 256], zeros[S], out[S])``: a DFA of the prefixes of any sequence of
@@ -391,6 +459,40 @@ class CompiledCFG:
         t = self.tables
         return (f"CompiledCFG({t.NN} nonterminals, {len(t.term_names)} terminals, {t.n_lexer_states} lexer "
                 f"states, {self.compile_seconds * 1e3:.1f} ms)")
+
+
+PREFILL_SECONDS = 0.05
+
+_WARM = False
+
+
+def _warm_up() -> None:
+    """Load every mask kernel once per process (Numba's on-disk cache costs milliseconds per
+    function on first use), so that no first mask of a user's grammar pays for it."""
+    global _WARM
+    if _WARM:
+        return
+    _WARM = True
+    from ..vocab.vocabulary import Vocabulary
+    from .lark_frontend import lark_to_cfg
+    from . import mask as mk
+
+    vocab = Vocabulary.from_bytes([b"a", b"b", b"ab", b" ", b"ba ", b"a b", None], eos_ids=[6])
+    cg = CompiledCFG(lark_to_cfg('start: "a" NAME (" " NAME)*\nNAME: /[ab]+/'), vocab)
+    m = cg.matcher()
+    for t in (0, 1, 3, 2):
+        m.mask_words()
+        m.advance(t)
+    m.mask_words()
+    m.rollback(2)
+    m.mask_words()
+    cg.cache.prefill(cg, 1.0)
+    snap = cg.cache.snap
+    keys, vals = np.full(snap.ht_keys.shape[0] * 2, -1, np.int64), np.zeros(snap.ht_keys.shape[0] * 2, np.int32)
+    mk.rehash(snap.ht_keys, snap.ht_vals, keys, vals)
+    words = np.zeros(cg.words, np.uint32)
+    mk.or_roots(np.zeros(1, np.int64), cg.tables.trans.shape[0], snap.ht_keys, snap.ht_vals, snap.ent_boff,
+                snap.ent_bn, snap.bidx, snap.bval, words)
 
 
 def compile_cfg(cfg: CFG, vocab, **limits) -> CompiledCFG:

@@ -40,7 +40,11 @@ SCRATCH_FULL = 4  # the matcher's per-mask scratch (worklist, hash sets, entry s
 NODES_FULL = 5  # the boundary-node scratch of a lexer walk must grow
 
 # counters of a MaskCache (the ``cnt`` array)
-C_ENT, C_BITS, C_BL, C_NODES, C_HT = 0, 1, 2, 3, 4
+C_ENT, C_BITS, C_BL, C_NODES, C_HT, C_KIDS = 0, 1, 2, 3, 4, 5
+
+# past this many trie nodes below a new boundary list, its "all allowed already" test uses every
+# token below it instead of walking the free lexer there (a first visit must stay cheap)
+FREE_WALK_NODES = 0
 
 _HASH = np.int64(-7046029254386353131)  # 0x9E3779B97F4A7C15 as int64 (Fibonacci hashing)
 
@@ -129,40 +133,217 @@ def full_walk(lo, hi, n_sets, front, nfront, items, set_off, fstack, comp, lvl_s
                        trans, gacc, gout, gterm, tstart, mark, stampbox)
 
 
-@njit(cache=True, nogil=True)
-def lex_walk_below(bnodes, g0, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
-                   stack, words, out_nodes):
-    """Case 1 for a lexeme in lexer state ``g0`` starting at each node of ``bnodes``
-    (``[0]``: the root): sets the bits of the tokens it keeps alive in ``words`` and
-    writes the boundary nodes (the lexeme accepts there and the subtree goes on) to
-    ``out_nodes``.  Returns their number, or -1 when ``out_nodes`` is too small."""
-    nb = 0
-    for bi in range(bnodes.shape[0]):
-        root = bnodes[bi]
-        base = node_depth[root]
-        stack[base] = g0
-        i = root + 1
-        hi = node_end[root]
+@njit(cache=True, nogil=True, inline="always")
+def _walk_kid(c, g, gacc, gout, trans, node_byte, node_depth, node_end, tok_ptr, tok_ids, stack, words,
+              out_nodes, nb, nmark, nstamp):
+    """A lexeme in lexer state ``g`` after the byte of trie node ``c``: set the bits of the
+    tokens it keeps alive below (and at) ``c``, append the boundary nodes (the lexeme accepts
+    there and the subtree goes on; each once per ``nstamp``) to ``out_nodes[nb:]``.
+    Returns the new ``nb``, or -1 when ``out_nodes`` is full."""
+    i = c
+    hi = node_end[c]
+    d = node_depth[c]
+    while True:
+        for k in range(tok_ptr[i], tok_ptr[i + 1]):
+            t = tok_ids[k]
+            words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+        if gacc[g] and node_end[i] > i + 1 and nmark[i] != nstamp:
+            if nb >= out_nodes.shape[0]:
+                return -1
+            nmark[i] = nstamp
+            out_nodes[nb] = i
+            nb += 1
+        if gout[g]:
+            stack[d] = g
+            i += 1
+        else:
+            i = node_end[i]
         while i < hi:
             d = node_depth[i]
             g = trans[stack[d - 1], node_byte[i]]
-            if g < 0:
-                i = node_end[i]
+            if g >= 0:
+                break
+            i = node_end[i]
+        if i >= hi:
+            return nb
+
+
+@njit(cache=True, nogil=True)
+def walk_kids(kids, kb, g0, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
+              stack, words, out_nodes, nmark, nstamp):
+    """Case 1 by byte buckets: a lexeme in lexer state ``g0`` starting at a boundary node
+    whose children are ``kids`` (grouped by byte: bucket ``x`` is ``kids[kb[x]:kb[x + 1]]``).
+    Only the buckets of bytes ``g0`` can take are visited.  Writes the tokens kept alive to
+    ``words`` and the new boundary nodes (unique, unsorted) to ``out_nodes``; returns their
+    number, or -1 when ``out_nodes`` is too small."""
+    nb = 0
+    for x in range(256):
+        lo = kb[x]
+        hi = kb[x + 1]
+        if lo == hi:
+            continue
+        g = trans[g0, x]
+        if g < 0:
+            continue
+        for q in range(lo, hi):
+            nb = _walk_kid(kids[q], g, gacc, gout, trans, node_byte, node_depth, node_end, tok_ptr, tok_ids,
+                           stack, words, out_nodes, nb, nmark, nstamp)
+            if nb < 0:
+                return -1
+    return nb
+
+
+@njit(cache=True, nogil=True)
+def union_walk(u, fb, g0, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
+               nmark, bstamp, act, actn, isb, words, out_nodes):
+    """Case 1 from every node of the sorted boundary list ``u`` at once (``nmark[n] ==
+    bstamp`` marks its nodes): one pass over the union of their subtrees carrying, per
+    node, the set of lexer states of the lexemes started at boundary ancestors, so nested
+    boundaries (every prefix of an identifier) do not walk the same subtree again.  Lexemes
+    start only at children whose byte ``x`` has ``fb[x]``.
+    Writes the tokens kept alive to ``words`` and the new boundary nodes (sorted, unique)
+    to ``out_nodes``; returns their number, or -1 when ``out_nodes`` is too small.
+    ``act[d]`` / ``actn[d]`` / ``isb[d]``: the state set at depth ``d`` of the current path
+    and whether that node is a boundary."""
+    nu = u.shape[0]
+    cap = act.shape[1]
+    nb = 0
+    k = 0
+    while k < nu:
+        r = u[k]
+        k += 1
+        hi = node_end[r]
+        d0 = node_depth[r]
+        actn[d0] = 0
+        isb[d0] = 1
+        i = r + 1
+        while i < hi:
+            d = node_depth[i]
+            x = node_byte[i]
+            pd = d - 1
+            n = 0
+            for q in range(actn[pd]):
+                t = trans[act[pd, q], x]
+                if t >= 0:
+                    new = True
+                    for z in range(n):
+                        if act[d, z] == t:
+                            new = False
+                            break
+                    if new and n < cap:
+                        act[d, n] = t
+                        n += 1
+            if isb[pd] and fb[x]:
+                t = trans[g0, x]
+                if t >= 0:
+                    new = True
+                    for z in range(n):
+                        if act[d, z] == t:
+                            new = False
+                            break
+                    if new and n < cap:
+                        act[d, n] = t
+                        n += 1
+            bnd = nmark[i] == bstamp
+            if bnd:
+                k += 1
+            if n > 0:
+                for p in range(tok_ptr[i], tok_ptr[i + 1]):
+                    t = tok_ids[p]
+                    words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+                if node_end[i] > i + 1:
+                    for z in range(n):
+                        if gacc[act[d, z]]:
+                            if nb >= out_nodes.shape[0]:
+                                return -1
+                            out_nodes[nb] = i
+                            nb += 1
+                            break
+                m = 0
+                for z in range(n):
+                    s = act[d, z]
+                    if gout[s]:
+                        act[d, m] = s
+                        m += 1
+                n = m
+            actn[d] = n
+            isb[d] = bnd
+            if n == 0 and not bnd:
+                # nothing walks through i: go to the next boundary inside its subtree, if any
+                e = node_end[i]
+                if k < nu and u[k] < e:
+                    j = u[k]
+                    for dd in range(d, node_depth[j]):
+                        actn[dd] = 0
+                        isb[dd] = 0
+                    i = j
+                else:
+                    i = e
                 continue
-            for k in range(tok_ptr[i], tok_ptr[i + 1]):
-                t = tok_ids[k]
-                words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-            if gacc[g] and node_end[i] > i + 1:
-                if nb >= out_nodes.shape[0]:
-                    return -1
-                out_nodes[nb] = i
-                nb += 1
-            if not gout[g]:
-                i = node_end[i]
-                continue
-            stack[d] = g
             i += 1
     return nb
+
+
+@njit(cache=True, nogil=True)
+def build_kids(u, fb, node_byte, node_end, kids, kb):
+    """The children of the nodes ``u`` whose byte ``x`` has ``fb[x]`` (the bytes a next lexeme
+    can start with), grouped by byte: ``kids[kb[x]:kb[x + 1]]`` (``kb`` relative to ``kids[0]``,
+    257 entries).  ``u`` is compacted in place to the nodes that keep a child.  Returns
+    ``(nodes kept, children)``; ``(-1, -1)`` when ``kids`` is too small."""
+    cnt = np.zeros(257, np.int64)
+    w = 0
+    for q in range(u.shape[0]):
+        n = u[q]
+        c = n + 1
+        e = node_end[n]
+        kept = False
+        while c < e:
+            x = np.int64(node_byte[c])
+            if fb[x]:
+                cnt[x + 1] += 1
+                kept = True
+            c = node_end[c]
+        if kept:
+            u[w] = n
+            w += 1
+    for x in range(256):
+        cnt[x + 1] += cnt[x]
+    if cnt[256] > kids.shape[0]:
+        return -1, -1
+    for x in range(257):
+        kb[x] = cnt[x]
+    for q in range(w):
+        n = u[q]
+        c = n + 1
+        e = node_end[n]
+        while c < e:
+            x = np.int64(node_byte[c])
+            if fb[x]:
+                kids[cnt[x]] = c
+                cnt[x] += 1
+            c = node_end[c]
+    return w, kb[256]
+
+
+@njit(cache=True, nogil=True)
+def sort_marked(nodes, nb, nmark, stamp, out):
+    """``nodes[:nb]`` (distinct, all with ``nmark == stamp``) sorted into ``out``: by a scan of
+    the marks between their minimum and maximum when they are many, else by sorting."""
+    if nb < 4096:
+        out[:nb] = np.sort(nodes[:nb])
+        return
+    lo = nodes[0]
+    hi = nodes[0]
+    for q in range(nb):
+        if nodes[q] < lo:
+            lo = nodes[q]
+        if nodes[q] > hi:
+            hi = nodes[q]
+    p = 0
+    for n in range(lo, hi + 1):
+        if nmark[n] == stamp:
+            out[p] = n
+            p += 1
 
 
 @njit(cache=True, nogil=True)
@@ -193,10 +374,20 @@ def _append_bits(scr_words, bidx, bval, p):
 
 
 @njit(cache=True, nogil=True)
-def lex_fill(bl, g, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
-             ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_uoff, bl_un, cnt,
-             scr_words, scr_nodes, lstack, ftrans, facc, fout):
+def lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, node_end, tok_ptr, tok_ids,
+             ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_kb, bl_kids, bl_term, bl_uoff, bl_un, cnt,
+             scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb, ftrans, facc, fout):
     """Compute the cache entry of ``(bl, g)`` and append it to the pools.
+
+    Boundary list ``b`` (a lexeme of terminal ``bl_term[b]`` ends at each of its nodes; -1
+    for list 0, the root) is stored twice: its nodes sorted
+    (``bl_nodes[bl_off[b]:bl_off[b + 1]]``) and those of their children a next lexeme can
+    start at (first byte in ``follow[bl_term[b]]``, the first bytes of the terminals that
+    can follow in the grammar), grouped by byte: bucket ``x`` is ``bl_kids[kb[x]:kb[x + 1]]``
+    with ``kb = bl_kb[257 * b:]``.  Nodes without such a child are not kept.  A lexer state
+    that can take few of those children walks the buckets of its bytes; one that takes many
+    walks the union of the subtrees once (:func:`union_walk`), so nested boundaries (after
+    every byte of an identifier) cost the size of that union, not more.
 
     A new boundary list also records (bits ``bl_uoff/bl_un`` in the bit pool) the
     tokens below its nodes whose rest is a prefix of some sequence of lexemes (the
@@ -206,10 +397,29 @@ def lex_fill(bl, g, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr,
     counters only move at the end), -2 when ``scr_nodes`` is too small.
     """
     scr_words[:] = 0
-    nb = lex_walk_below(bl_nodes[bl_off[bl]:bl_off[bl + 1]], g, trans, gacc, gout,
-                        node_byte, node_depth, node_end, tok_ptr, tok_ids, lstack, scr_words, scr_nodes)
-    if nb < 0:
-        return -2
+    kb = bl_kb[257 * bl:257 * bl + 257]
+    nodes = bl_nodes[bl_off[bl]:bl_off[bl + 1]]
+    many = 0
+    if bl > 0:
+        for x in range(256):
+            if trans[g, x] >= 0:
+                many += kb[x + 1] - kb[x]
+    nst[0] += 1
+    st = nst[0]
+    # nested boundaries are only costly in long lists whose children this state mostly takes
+    if nodes.shape[0] > 256 and 2 * many > kb[256] - kb[0]:
+        for q in range(nodes.shape[0]):
+            nmark[nodes[q]] = st
+        nb = union_walk(nodes, follow[bl_term[bl]], g, trans, gacc, gout, node_byte, node_depth, node_end,
+                        tok_ptr, tok_ids, nmark, st, act, actn, isb, scr_words, scr_nodes)
+        if nb < 0:
+            return -2
+    else:
+        nb = walk_kids(bl_kids, kb, g, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
+                       lstack, scr_words, scr_nodes, nmark, st)
+        if nb < 0:
+            return -2
+        sort_marked(scr_nodes, nb, nmark, st, scr_nodes)
     e = cnt[C_ENT]
     if e >= ent_bl2.shape[0]:
         return -1
@@ -218,25 +428,52 @@ def lex_fill(bl, g, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr,
     if p < 0:
         return -1
     bl2 = -1
+    b = cnt[C_BL]
+    o = cnt[C_NODES]
+    ko = cnt[C_KIDS]
+    nk = 0
+    te = gterm[g]
+    fb = follow[te]
     if nb > 0:
-        u = np.unique(scr_nodes[:nb])
-        b = cnt[C_BL]
-        o = cnt[C_NODES]
-        if b + 2 > bl_off.shape[0] or o + u.shape[0] > bl_nodes.shape[0]:
+        if b + 2 > bl_off.shape[0] or o + nb > bl_nodes.shape[0] or 257 * (b + 1) > bl_kb.shape[0]:
             return -1
+        nb, nk = build_kids(scr_nodes[:nb], fb, node_byte, node_end, bl_kids[ko:], bl_kb[257 * b:257 * b + 257])
+        if nb < 0:
+            return -1
+    if nb > 0:
+        kb2 = bl_kb[257 * b:257 * b + 257]
+        for x in range(257):
+            kb2[x] += ko
+        u = scr_nodes[:nb]
         scr_words[:] = 0
-        lex_walk_below(u, 0, ftrans, facc, fout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
-                       lstack, scr_words, scr_nodes)
+        nst[0] += 1
+        st = nst[0]
+        for q in range(nb):
+            nmark[u[q]] = st
+        span = 0
+        for q in range(ko, ko + nk):
+            span += node_end[bl_kids[q]] - bl_kids[q]
+        if span <= FREE_WALK_NODES:
+            union_walk(u, fb, 0, ftrans, facc, fout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
+                       nmark, st, act, actn, isb, scr_words, lstack)  # facc is all zero: no output
+        else:  # a big subtree: every token below the children (a cheap, weaker superset)
+            for q in range(ko, ko + nk):
+                c = bl_kids[q]
+                for k in range(tok_ptr[c], tok_ptr[node_end[c]]):
+                    t = tok_ids[k]
+                    scr_words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
         p2 = _append_bits(scr_words, bidx, bval, p)
         if p2 < 0:
             return -1
         bl_uoff[b] = p
         bl_un[b] = p2 - p
         p = p2
-        bl_nodes[o:o + u.shape[0]] = u
-        bl_off[b + 1] = o + u.shape[0]
+        bl_nodes[o:o + nb] = u
+        bl_off[b + 1] = o + nb
+        bl_term[b] = te
         cnt[C_BL] = b + 1
-        cnt[C_NODES] = o + u.shape[0]
+        cnt[C_NODES] = o + nb
+        cnt[C_KIDS] = ko + nk
         bl2 = b
     ent_boff[e] = p0
     ent_bn[e] = bl_uoff[bl2] - p0 if bl2 >= 0 else p - p0
@@ -250,8 +487,9 @@ def lex_fill(bl, g, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr,
 def expand_mask(front, nfront, n_sets, items, set_off,
                 NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr, trans, gacc, gout, gterm, tstart,
                 mark, stampbox, node_byte, node_depth, node_end, tok_ptr, tok_ids,
-                ht_keys, ht_vals, ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_uoff, bl_un, cnt,
-                fill, root_done, scr_words, scr_nodes, lstack, ftrans, facc, fout,
+                ht_keys, ht_vals, ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_kb, bl_kids,
+                bl_term, bl_uoff, bl_un, cnt, follow, fill, root_done,
+                scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb, ftrans, facc, fout,
                 words, estamp, bstamp, work, ptask, vkeys, vstamp, pkeys, pstamp, pval, predbuf):
     """OR into ``words`` every token allowed from the parse state (chart ``items`` /
     ``set_off`` with ``n_sets`` committed sets, frontier ``front[:nfront]``), EOS aside.
@@ -313,9 +551,9 @@ def expand_mask(front, nfront, n_sets, items, set_off,
                     return MISS
                 if (cnt[C_HT] + 1) * 2 > ht_keys.shape[0]:
                     return CACHE_FULL
-                e = lex_fill(bl, g, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
-                             ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_uoff, bl_un, cnt,
-                             scr_words, scr_nodes, lstack, ftrans, facc, fout)
+                e = lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, node_end, tok_ptr,
+                             tok_ids, ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_kb, bl_kids,
+                             bl_term, bl_uoff, bl_un, cnt, scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb, ftrans, facc, fout)
                 if e == -1:
                     return CACHE_FULL
                 if e == -2:
@@ -409,6 +647,36 @@ def _covered(bl, bl_uoff, bl_un, bidx, bval, words, bstamp, cur):
             return 0
     bstamp[bl] = cur
     return 1
+
+
+@njit(cache=True, nogil=True)
+def fill_entries(bls, gs, trans, gacc, gout, gterm, follow, node_byte, node_depth, node_end, tok_ptr, tok_ids,
+                 ht_keys, ht_vals, ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_kb, bl_kids,
+                 bl_term, bl_uoff, bl_un, cnt, scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb,
+                 ftrans, facc, fout):
+    """Compute the entries ``(bls[i], gs[i])`` that are not cached yet (what
+    :func:`expand_mask` would compute on first use).  Returns ``(done, status)``: how many
+    pairs are done, stopping early at a full pool (``CACHE_FULL``) or scratch (``NODES_FULL``)."""
+    NG = trans.shape[0]
+    for i in range(gs.shape[0]):
+        key = np.int64(bls[i]) * NG + gs[i]
+        s = _slot(ht_keys, key)
+        if ht_keys[s] != -1:
+            continue
+        if (cnt[C_HT] + 1) * 2 > ht_keys.shape[0]:
+            return i, CACHE_FULL
+        e = lex_fill(bls[i], gs[i], trans, gacc, gout, gterm, follow, node_byte, node_depth, node_end, tok_ptr,
+                     tok_ids, ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_kb, bl_kids,
+                     bl_term, bl_uoff, bl_un, cnt, scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb,
+                     ftrans, facc, fout)
+        if e == -1:
+            return i, CACHE_FULL
+        if e == -2:
+            return i, NODES_FULL
+        ht_keys[s] = key
+        ht_vals[s] = e
+        cnt[C_HT] += 1
+    return gs.shape[0], OK
 
 
 @njit(cache=True, nogil=True)

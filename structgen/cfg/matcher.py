@@ -218,8 +218,8 @@ class CFGMatcher(Matcher):
                 self._bstamp = np.zeros(snap.bl_off.shape[0], np.int64)
             front = self._front
             st = mk.expand_mask(front, front.shape[0], self._n_sets, self._items, self._set_off, *e._args,
-                                self._mark, self._stamp, *e._trie_args, *snap.arrays(), fill, root_done,
-                                cache.scr_words, cache.scr_nodes, cache.lstack, *e.free_lexer(),
+                                self._mark, self._stamp, *e._trie_args, *snap.arrays(), e.tables.follow, fill, root_done,
+                                *cache.scratch(), *e.free_lexer(),
                                 words, self._estamp, self._bstamp, self._work, self._ptask, self._vkeys, self._vstamp,
                                 self._pkeys, self._pstamp, self._pval, self._predbuf)
             if st == mk.SCRATCH_FULL:
