@@ -461,12 +461,38 @@ def test_mask_equals_reference_walk_on_llama3(name, which, llama3):
         text, sentence = grammars.load(name), bench.SENTENCES[name][which]
     cg = compile_cfg(lark_to_cfg(text), llama3)
     ids = llama3.encode(sentence)[:24]
+    _check_prefixes(cg, ids, llama3, name)
+
+
+def test_mask_equals_reference_walk_for_counted_strings(llama3):
+    """A JSON Schema grammar whose string terminals count characters (maxLength 200, a
+    300-state terminal): the states of a counted repetition share cache entries while more
+    than a token's length is left (mask.refine_terminal); masks still equal the reference
+    walk at every prefix, across the point where the sharing stops."""
+    import json
+
+    import structgen as sg
+
+    schema = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 200},
+                                               "b": {"type": "string", "minLength": 2, "maxLength": 90}},
+              "required": ["a", "b"], "additionalProperties": False}
+    g = sg.Grammar.from_json_schema(schema, engine="cfg", whitespace="flexible")
+    cg = compile_cfg(g.cfg, llama3)
+    assert (cg.tables.rep < 0).any()  # some terminal is big enough to be grouped
+    text = json.dumps({"a": "lorem ipsum dolor sit amet " * 6 + "x" * 30, "b": "\u00e9t\u00e9 " * 5})
+    _check_prefixes(cg, llama3.encode(text), llama3, "counted")
+    grouped = cg.tables.rep[cg.tables.rep >= 0]
+    assert (grouped != np.arange(cg.tables.rep.shape[0])[cg.tables.rep >= 0]).any()  # some states share
+
+
+def _check_prefixes(cg, ids, llama3, name):
     m = cg.matcher()
     for i, t in enumerate(ids):
         fast = m.mask_words()
         ref = reference_words(m)
         assert np.array_equal(fast, ref), (name, i, llama3.decode(ids[:i]))
         assert m.advance(t)
+    assert m.is_accepting() or name != "counted"
 
 
 def test_mask_cache_is_bounded(llama3):

@@ -484,11 +484,115 @@ def lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, nod
 
 
 @njit(cache=True, nogil=True)
+def _row_hash(c0, succ, k):
+    h = np.int64(c0) * _HASH + 1
+    for q in range(k):
+        h = (h ^ np.int64(succ[q])) * _HASH
+    return h ^ (h >> 29)
+
+
+@njit(cache=True, nogil=True)
+def refine_terminal(t, trans, gacc, tstart, rounds, rep):
+    """Fill ``rep`` for the states of terminal ``t``: the smallest state of its class of
+    states that no word of at most ``rounds`` bytes tells apart (acceptance and death after
+    each byte; Moore's refinement stopped after ``rounds`` rounds).  A trie walk never reads
+    more bytes than the trie is deep, so two such states have the same cache entries: the
+    states of a counted repetition (a string's ``maxLength``) share one walk while more than
+    a token's length of repetitions is left.  Only final values are written to ``rep``
+    (another thread may read it meanwhile)."""
+    NG = trans.shape[0]
+    o = tstart[t]
+    e = tstart[t + 1] if t + 1 < tstart.shape[0] else NG
+    n = e - o
+    # byte classes of the block (columns compared in full: equal hashes are not trusted)
+    colh = np.empty(256, np.int64)
+    for c in range(256):
+        h = np.int64(c == 0)
+        for r in range(o, e):
+            h = (h ^ np.int64(trans[r, c])) * _HASH
+        colh[c] = h
+    colrep = np.empty(256, np.int64)
+    k = 0
+    for c in range(256):
+        found = False
+        for q in range(k):
+            c2 = colrep[q]
+            if colh[c2] != colh[c]:
+                continue
+            same = True
+            for r in range(o, e):
+                if trans[r, c] != trans[r, c2]:
+                    same = False
+                    break
+            if same:
+                found = True
+                break
+        if not found:
+            colrep[k] = c
+            k += 1
+    cls = np.empty(n, np.int64)
+    for i in range(n):
+        cls[i] = 1 if gacc[o + i] else 0
+    ncls = 2
+    size = 1
+    while size < 2 * n:
+        size *= 2
+    slot_h = np.empty(size, np.int64)
+    slot_s = np.empty(size, np.int64)
+    slot_id = np.empty(size, np.int64)
+    succ = np.empty(k, np.int64)
+    succ2 = np.empty(k, np.int64)
+    new = np.empty(n, np.int64)
+    for _ in range(rounds):
+        slot_s[:] = -1
+        nc = 0
+        for i in range(n):
+            for q in range(k):
+                d = trans[o + i, colrep[q]]
+                succ[q] = -1 if d < 0 else cls[d - o]
+            h = _row_hash(cls[i], succ, k)
+            sl = h & (size - 1)
+            while True:
+                r = slot_s[sl]
+                if r == -1:
+                    slot_s[sl] = i
+                    slot_h[sl] = h
+                    slot_id[sl] = nc
+                    new[i] = nc
+                    nc += 1
+                    break
+                if slot_h[sl] == h and cls[r] == cls[i]:
+                    same = True
+                    for q in range(k):
+                        d = trans[o + r, colrep[q]]
+                        succ2[q] = -1 if d < 0 else cls[d - o]
+                        if succ2[q] != succ[q]:
+                            same = False
+                            break
+                    if same:
+                        new[i] = slot_id[sl]
+                        break
+                sl = (sl + 1) & (size - 1)
+        stable = nc == ncls
+        for i in range(n):
+            cls[i] = new[i]
+        ncls = nc
+        if stable:
+            break
+    first = np.full(ncls, -1, np.int64)
+    for i in range(n):
+        if first[cls[i]] < 0:
+            first[cls[i]] = i
+    for i in range(n):
+        rep[o + i] = o + first[cls[i]]
+
+
+@njit(cache=True, nogil=True)
 def expand_mask(front, nfront, n_sets, items, set_off,
                 NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr, trans, gacc, gout, gterm, tstart,
                 mark, stampbox, node_byte, node_depth, node_end, tok_ptr, tok_ids,
                 ht_keys, ht_vals, ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_kb, bl_kids,
-                bl_term, bl_uoff, bl_un, cnt, follow, fill, root_done,
+                bl_term, bl_uoff, bl_un, cnt, follow, rep, rounds, fill, root_done,
                 scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb, ftrans, facc, fout,
                 words, estamp, bstamp, work, ptask, vkeys, vstamp, pkeys, pstamp, pval, predbuf):
     """OR into ``words`` every token allowed from the parse state (chart ``items`` /
@@ -544,14 +648,20 @@ def expand_mask(front, nfront, n_sets, items, set_off,
             head += 1
             if bl > 0 and _covered(bl, bl_uoff, bl_un, bidx, bval, words, bstamp, cur) != 0:
                 continue
-            key = np.int64(bl) * NG + g
+            gk = rep[g]  # entries are shared by states no walk can tell apart
+            if gk < 0:
+                if not fill:
+                    return MISS
+                refine_terminal(gterm[g], trans, gacc, tstart, rounds, rep)
+                gk = rep[g]
+            key = np.int64(bl) * NG + gk
             s = _slot(ht_keys, key)
             if ht_keys[s] == -1:
                 if not fill:
                     return MISS
                 if (cnt[C_HT] + 1) * 2 > ht_keys.shape[0]:
                     return CACHE_FULL
-                e = lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, node_end, tok_ptr,
+                e = lex_fill(bl, gk, trans, gacc, gout, gterm, follow, node_byte, node_depth, node_end, tok_ptr,
                              tok_ids, ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_kb, bl_kids,
                              bl_term, bl_uoff, bl_un, cnt, scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb, ftrans, facc, fout)
                 if e == -1:
@@ -650,7 +760,8 @@ def _covered(bl, bl_uoff, bl_un, bidx, bval, words, bstamp, cur):
 
 
 @njit(cache=True, nogil=True)
-def fill_entries(bls, gs, trans, gacc, gout, gterm, follow, node_byte, node_depth, node_end, tok_ptr, tok_ids,
+def fill_entries(bls, gs, rep, rounds, tstart, trans, gacc, gout, gterm, follow, node_byte, node_depth, node_end,
+                 tok_ptr, tok_ids,
                  ht_keys, ht_vals, ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_kb, bl_kids,
                  bl_term, bl_uoff, bl_un, cnt, scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb,
                  ftrans, facc, fout):
@@ -659,13 +770,17 @@ def fill_entries(bls, gs, trans, gacc, gout, gterm, follow, node_byte, node_dept
     pairs are done, stopping early at a full pool (``CACHE_FULL``) or scratch (``NODES_FULL``)."""
     NG = trans.shape[0]
     for i in range(gs.shape[0]):
-        key = np.int64(bls[i]) * NG + gs[i]
+        gk = rep[gs[i]]
+        if gk < 0:
+            refine_terminal(gterm[gs[i]], trans, gacc, tstart, rounds, rep)
+            gk = rep[gs[i]]
+        key = np.int64(bls[i]) * NG + gk
         s = _slot(ht_keys, key)
         if ht_keys[s] != -1:
             continue
         if (cnt[C_HT] + 1) * 2 > ht_keys.shape[0]:
             return i, CACHE_FULL
-        e = lex_fill(bls[i], gs[i], trans, gacc, gout, gterm, follow, node_byte, node_depth, node_end, tok_ptr,
+        e = lex_fill(bls[i], gk, trans, gacc, gout, gterm, follow, node_byte, node_depth, node_end, tok_ptr,
                      tok_ids, ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_kb, bl_kids,
                      bl_term, bl_uoff, bl_un, cnt, scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb,
                      ftrans, facc, fout)
@@ -680,11 +795,13 @@ def fill_entries(bls, gs, trans, gacc, gout, gterm, follow, node_byte, node_dept
 
 
 @njit(cache=True, nogil=True)
-def or_roots(gs, NG, ht_keys, ht_vals, ent_boff, ent_bn, bidx, bval, words):
+def or_roots(gs, rep, ht_keys, ht_vals, ent_boff, ent_bn, bidx, bval, words):
     """OR the cached bits of lexer states ``gs`` at the trie root (list 0) into ``words``;
     False (words partly written) when one is not cached yet."""
     for i in range(gs.shape[0]):
-        key = np.int64(gs[i])
+        key = np.int64(rep[gs[i]])
+        if key < 0:
+            return False
         s = _slot(ht_keys, key)
         if ht_keys[s] == -1:
             return False
