@@ -54,7 +54,7 @@ class MaskCache:
         self.scr_words = self.scr_nodes = self.lstack = None  # fill scratch (used under ``lock``)
         self.roots: dict = {}  # frontier lexer states (sorted tuple) -> their root bits, dense
 
-    def root_bits(self, snap: _Snapshot, gs: np.ndarray, rep: np.ndarray):
+    def root_bits(self, snap: _Snapshot, gs: np.ndarray):
         """The OR of the root-level bits of lexer states ``gs`` (a frontier), cached per
         set of states; None while one of them is not in the snapshot ``snap`` yet."""
         key = tuple(sorted(set(gs.tolist())))
@@ -64,7 +64,7 @@ class MaskCache:
         if self.scr_words is None:
             return None
         words = np.zeros(self.scr_words.shape[0], np.uint32)
-        if not mk.or_roots(np.asarray(key, np.int64), rep, snap.ht_keys, snap.ht_vals, snap.ent_boff,
+        if not mk.or_roots(np.asarray(key, np.int64), snap.ht_keys, snap.ht_vals, snap.ent_boff,
                            snap.ent_bn, snap.bidx, snap.bval, words):
             return None
         self.roots[key] = words
@@ -179,9 +179,9 @@ class MaskCache:
             with self.lock:
                 w = self.begin_fill()
                 n0 = int(w.cnt[mk.C_ENT])
-                k, st = mk.fill_entries(bls[done:done + 8], gs[done:done + 8], tb.rep, engine.rounds, tb.tstart,
-                                        tb.trans, tb.gacc, tb.gout, tb.gterm, tb.follow, *engine._trie_args, *w.arrays(), *self.scratch(),
-                                        *engine.free_lexer())
+                k, st = mk.fill_entries(bls[done:done + 8], gs[done:done + 8], tb.trans, tb.gacc, tb.gout, tb.gterm,
+                                        tb.follow, *engine._trie_args, *w.arrays(), *self.scratch(),
+                                        *engine.free_lexer(), *engine.runs())
                 if st == mk.CACHE_FULL:
                     self.grow(w, engine.words, engine.trie.node_depth.shape[0])
                 elif st == mk.NODES_FULL:

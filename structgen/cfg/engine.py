@@ -37,10 +37,6 @@ _STORE_AFTER = 0.02  # seconds
 _TRAIL = "$trail"
 
 
-# terminals with at least this many lexer states get their states grouped for cache keys
-REFINE_MIN_STATES = 64
-
-
 class Tables:
     """Flat arrays of a normalised grammar (names as in :mod:`structgen.cfg.earley`)."""
 
@@ -115,13 +111,6 @@ class Tables:
         self.n_dr = len(dr_next)
         self.n_lexer_states = total
         self.follow = _follow_bytes(cfg, terms, nullable, trans, self.tstart)
-        # cache-key representative of each lexer state (mask.refine_terminal); -1: not computed
-        # yet, for the states of big terminals (small ones gain nothing from it)
-        sizes = np.diff(np.append(self.tstart, total)) if terms else np.zeros(0, np.int64)
-        big = np.repeat(sizes >= REFINE_MIN_STATES, sizes) if terms else np.zeros(0, bool)
-        self.rep = np.where(big, -1, np.arange(big.shape[0])).astype(np.int32)
-        if self.rep.shape[0] < trans.shape[0]:
-            self.rep = np.arange(trans.shape[0], dtype=np.int32)
 
     def args(self):
         return (self.NN, self.dr_next, self.dr_lhs, self.nt_ptr, self.nt_dr0, self.nullable, self.final_dr,
@@ -419,11 +408,11 @@ class CompiledCFG:
         self.trie = trie
         self._trie_args = (trie.node_byte, trie.node_depth, trie.node_end, trie.tok_ptr, trie.tok_ids)
         self.words = (int(vocab.logits_width) + 31) // 32
-        self.rounds = int(trie.max_depth) + 1  # no walk reads more bytes than this
         self.eos = np.asarray(vocab.eos_ids, np.int64)
         self._eos_set = set(self.eos.tolist())
         self.cache = MaskCache(trie, max_cache_bytes)
         self.free_lexer()
+        self.runs()
         self.compile_seconds = time.perf_counter() - t0
         self.prefill_thread = None
         if prefill_seconds > 0:
@@ -461,6 +450,20 @@ class CompiledCFG:
             n = trans.shape[0]
             fl = self._free_lexer = (trans, np.zeros(n, np.uint8), (trans >= 0).any(axis=1).astype(np.uint8))
         return fl
+
+    def runs(self):
+        """``(chain, cum, impure, u_trans, u_accept, u_start)`` for the mask kernel: per lexer
+        state its run budget (``-2`` until computed, see :func:`structgen.cfg.mask.chain_budget`)
+        and the vocabulary's JSON-string character runs
+        (:func:`structgen.index.slices.json_string_runs`, built once per vocabulary)."""
+        r = getattr(self, "_runs", None)
+        if r is None:
+            from ..index.slices import json_string_runs
+
+            cr = json_string_runs(self.vocab)
+            chain = np.full(self.tables.trans.shape[0], -2, np.int32)
+            r = self._runs = (chain, cr.cum, cr.impure, cr.u_trans, cr.u_accept, np.int64(cr.u_start))
+        return r
 
     def matcher(self):
         from .matcher import CFGMatcher
@@ -503,7 +506,7 @@ def _warm_up() -> None:
     keys, vals = np.full(snap.ht_keys.shape[0] * 2, -1, np.int64), np.zeros(snap.ht_keys.shape[0] * 2, np.int32)
     mk.rehash(snap.ht_keys, snap.ht_vals, keys, vals)
     words = np.zeros(cg.words, np.uint32)
-    mk.or_roots(np.zeros(1, np.int64), cg.tables.rep, snap.ht_keys, snap.ht_vals, snap.ent_boff,
+    mk.or_roots(np.zeros(1, np.int64), snap.ht_keys, snap.ht_vals, snap.ent_boff,
                 snap.ent_bn, snap.bidx, snap.bval, words)
 
 

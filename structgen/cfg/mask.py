@@ -135,11 +135,14 @@ def full_walk(lo, hi, n_sets, front, nfront, items, set_off, fstack, comp, lvl_s
 
 @njit(cache=True, nogil=True, inline="always")
 def _walk_kid(c, g, gacc, gout, trans, node_byte, node_depth, node_end, tok_ptr, tok_ids, stack, words,
-              out_nodes, nb, nmark, nstamp):
+              out_nodes, nb, nmark, nstamp, impure, skip):
     """A lexeme in lexer state ``g`` after the byte of trie node ``c``: set the bits of the
     tokens it keeps alive below (and at) ``c``, append the boundary nodes (the lexeme accepts
-    there and the subtree goes on; each once per ``nstamp``) to ``out_nodes[nb:]``.
+    there and the subtree goes on; each once per ``nstamp``) to ``out_nodes[nb:]``.  With
+    ``skip``, subtrees without an ``impure`` token are left out (the caller has their bits).
     Returns the new ``nb``, or -1 when ``out_nodes`` is full."""
+    if skip and impure[c] == 0:
+        return nb
     i = c
     hi = node_end[c]
     d = node_depth[c]
@@ -161,7 +164,7 @@ def _walk_kid(c, g, gacc, gout, trans, node_byte, node_depth, node_end, tok_ptr,
         while i < hi:
             d = node_depth[i]
             g = trans[stack[d - 1], node_byte[i]]
-            if g >= 0:
+            if g >= 0 and not (skip and impure[i] == 0):
                 break
             i = node_end[i]
         if i >= hi:
@@ -170,12 +173,12 @@ def _walk_kid(c, g, gacc, gout, trans, node_byte, node_depth, node_end, tok_ptr,
 
 @njit(cache=True, nogil=True)
 def walk_kids(kids, kb, g0, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
-              stack, words, out_nodes, nmark, nstamp):
+              stack, words, out_nodes, nmark, nstamp, impure, skip):
     """Case 1 by byte buckets: a lexeme in lexer state ``g0`` starting at a boundary node
     whose children are ``kids`` (grouped by byte: bucket ``x`` is ``kids[kb[x]:kb[x + 1]]``).
     Only the buckets of bytes ``g0`` can take are visited.  Writes the tokens kept alive to
     ``words`` and the new boundary nodes (unique, unsorted) to ``out_nodes``; returns their
-    number, or -1 when ``out_nodes`` is too small."""
+    number, or -1 when ``out_nodes`` is too small.  ``impure``/``skip``: see :func:`_walk_kid`."""
     nb = 0
     for x in range(256):
         lo = kb[x]
@@ -187,7 +190,7 @@ def walk_kids(kids, kb, g0, trans, gacc, gout, node_byte, node_depth, node_end, 
             continue
         for q in range(lo, hi):
             nb = _walk_kid(kids[q], g, gacc, gout, trans, node_byte, node_depth, node_end, tok_ptr, tok_ids,
-                           stack, words, out_nodes, nb, nmark, nstamp)
+                           stack, words, out_nodes, nb, nmark, nstamp, impure, skip)
             if nb < 0:
                 return -1
     return nb
@@ -374,9 +377,95 @@ def _append_bits(scr_words, bidx, bval, p):
 
 
 @njit(cache=True, nogil=True)
+def _char_step(c, trans, gacc, u_trans, u_acc, u0, pd, pu):
+    """Where one character of the run character set takes lexer state ``c``: the state
+    every character leads to, -1 when every one dies, -2 when they disagree (or the lexeme
+    could end inside a character)."""
+    out = -3
+    pd[0] = c
+    pu[0] = u0
+    n = 1
+    head = 0
+    while head < n:
+        ds = pd[head]
+        us = pu[head]
+        head += 1
+        for b in range(256):
+            un = u_trans[us, b]
+            if un < 0:
+                continue
+            dn = trans[ds, b]
+            if dn < 0:
+                res = -1
+            elif u_acc[un]:
+                res = dn
+            else:
+                if gacc[dn]:
+                    return -2
+                seen = False
+                for q in range(n):
+                    if pd[q] == dn and pu[q] == un:
+                        seen = True
+                        break
+                if not seen:
+                    if n == pd.shape[0]:
+                        return -2
+                    pd[n] = dn
+                    pu[n] = un
+                    n += 1
+                continue
+            if out == -3:
+                out = res
+            elif out != res:
+                return -2
+    return out
+
+
+@njit(cache=True, nogil=True)
+def chain_budget(g, trans, gacc, u_trans, u_acc, u0, maxc, chain):
+    """``chain[g]``: the number ``r`` of run characters (up to ``maxc``) lexer state ``g``
+    takes when every character of the set moves it alike -- through non-accepting states,
+    one after another, until all die (a counted repetition, ``r`` left) or forever (a loop,
+    ``maxc``) -- so that a token made only of run characters is allowed from ``g`` exactly
+    when it has at most ``r`` of them; -1 when that does not hold.  Fills ``chain`` for the
+    states met on the way where the value is exact."""
+    if chain[g] != -2:
+        return chain[g]
+    pd = np.empty(64, np.int32)
+    pu = np.empty(64, np.int32)
+    path = np.empty(maxc + 2, np.int32)
+    c = g
+    r = maxc
+    n = 0
+    for k in range(maxc + 1):
+        path[n] = c
+        n += 1
+        nxt = _char_step(c, trans, gacc, u_trans, u_acc, u0, pd, pu)
+        if nxt == -2:
+            chain[g] = -1
+            return -1
+        if nxt == -1:
+            r = k
+            for q in range(n):  # exact for every state of the chain
+                chain[path[q]] = r - q
+            return r
+        if gacc[nxt]:
+            chain[g] = -1
+            return -1
+        if nxt == c:  # a loop: unbounded
+            for q in range(n):
+                chain[path[q]] = maxc
+            return maxc
+        c = nxt
+    chain[g] = maxc  # alive past the longest run token
+    return maxc
+
+
+@njit(cache=True, nogil=True)
 def lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, node_end, tok_ptr, tok_ids,
              ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_kb, bl_kids, bl_term, bl_uoff, bl_un, cnt,
-             scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb, ftrans, facc, fout):
+             scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb, ftrans, facc, fout,
+             chain, cum, impure, u_trans, u_acc, u0):
     """Compute the cache entry of ``(bl, g)`` and append it to the pools.
 
     Boundary list ``b`` (a lexeme of terminal ``bl_term[b]`` ends at each of its nodes; -1
@@ -415,8 +504,17 @@ def lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, nod
         if nb < 0:
             return -2
     else:
+        # a root walk from a state counting run characters (inside a JSON string): the run
+        # tokens' bits come from the per-vocabulary table, the walk skips their subtrees
+        skip = False
+        if bl == 0 and cum.shape[0] > 1:
+            r = chain_budget(g, trans, gacc, u_trans, u_acc, u0, cum.shape[0] - 1, chain)
+            if r >= 0:
+                skip = True
+                for w in range(scr_words.shape[0]):
+                    scr_words[w] |= cum[r, w]
         nb = walk_kids(bl_kids, kb, g, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
-                       lstack, scr_words, scr_nodes, nmark, st)
+                       lstack, scr_words, scr_nodes, nmark, st, impure, skip)
         if nb < 0:
             return -2
         sort_marked(scr_nodes, nb, nmark, st, scr_nodes)
@@ -484,117 +582,13 @@ def lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, nod
 
 
 @njit(cache=True, nogil=True)
-def _row_hash(c0, succ, k):
-    h = np.int64(c0) * _HASH + 1
-    for q in range(k):
-        h = (h ^ np.int64(succ[q])) * _HASH
-    return h ^ (h >> 29)
-
-
-@njit(cache=True, nogil=True)
-def refine_terminal(t, trans, gacc, tstart, rounds, rep):
-    """Fill ``rep`` for the states of terminal ``t``: the smallest state of its class of
-    states that no word of at most ``rounds`` bytes tells apart (acceptance and death after
-    each byte; Moore's refinement stopped after ``rounds`` rounds).  A trie walk never reads
-    more bytes than the trie is deep, so two such states have the same cache entries: the
-    states of a counted repetition (a string's ``maxLength``) share one walk while more than
-    a token's length of repetitions is left.  Only final values are written to ``rep``
-    (another thread may read it meanwhile)."""
-    NG = trans.shape[0]
-    o = tstart[t]
-    e = tstart[t + 1] if t + 1 < tstart.shape[0] else NG
-    n = e - o
-    # byte classes of the block (columns compared in full: equal hashes are not trusted)
-    colh = np.empty(256, np.int64)
-    for c in range(256):
-        h = np.int64(c == 0)
-        for r in range(o, e):
-            h = (h ^ np.int64(trans[r, c])) * _HASH
-        colh[c] = h
-    colrep = np.empty(256, np.int64)
-    k = 0
-    for c in range(256):
-        found = False
-        for q in range(k):
-            c2 = colrep[q]
-            if colh[c2] != colh[c]:
-                continue
-            same = True
-            for r in range(o, e):
-                if trans[r, c] != trans[r, c2]:
-                    same = False
-                    break
-            if same:
-                found = True
-                break
-        if not found:
-            colrep[k] = c
-            k += 1
-    cls = np.empty(n, np.int64)
-    for i in range(n):
-        cls[i] = 1 if gacc[o + i] else 0
-    ncls = 2
-    size = 1
-    while size < 2 * n:
-        size *= 2
-    slot_h = np.empty(size, np.int64)
-    slot_s = np.empty(size, np.int64)
-    slot_id = np.empty(size, np.int64)
-    succ = np.empty(k, np.int64)
-    succ2 = np.empty(k, np.int64)
-    new = np.empty(n, np.int64)
-    for _ in range(rounds):
-        slot_s[:] = -1
-        nc = 0
-        for i in range(n):
-            for q in range(k):
-                d = trans[o + i, colrep[q]]
-                succ[q] = -1 if d < 0 else cls[d - o]
-            h = _row_hash(cls[i], succ, k)
-            sl = h & (size - 1)
-            while True:
-                r = slot_s[sl]
-                if r == -1:
-                    slot_s[sl] = i
-                    slot_h[sl] = h
-                    slot_id[sl] = nc
-                    new[i] = nc
-                    nc += 1
-                    break
-                if slot_h[sl] == h and cls[r] == cls[i]:
-                    same = True
-                    for q in range(k):
-                        d = trans[o + r, colrep[q]]
-                        succ2[q] = -1 if d < 0 else cls[d - o]
-                        if succ2[q] != succ[q]:
-                            same = False
-                            break
-                    if same:
-                        new[i] = slot_id[sl]
-                        break
-                sl = (sl + 1) & (size - 1)
-        stable = nc == ncls
-        for i in range(n):
-            cls[i] = new[i]
-        ncls = nc
-        if stable:
-            break
-    first = np.full(ncls, -1, np.int64)
-    for i in range(n):
-        if first[cls[i]] < 0:
-            first[cls[i]] = i
-    for i in range(n):
-        rep[o + i] = o + first[cls[i]]
-
-
-@njit(cache=True, nogil=True)
 def expand_mask(front, nfront, n_sets, items, set_off,
                 NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr, trans, gacc, gout, gterm, tstart,
                 mark, stampbox, node_byte, node_depth, node_end, tok_ptr, tok_ids,
                 ht_keys, ht_vals, ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_kb, bl_kids,
-                bl_term, bl_uoff, bl_un, cnt, follow, rep, rounds, fill, root_done,
+                bl_term, bl_uoff, bl_un, cnt, follow, fill, root_done,
                 scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb, ftrans, facc, fout,
-                words, estamp, bstamp, work, ptask, vkeys, vstamp, pkeys, pstamp, pval, predbuf):
+                chain, cum, impure, u_trans, u_acc, u0, words, estamp, bstamp, work, ptask, vkeys, vstamp, pkeys, pstamp, pval, predbuf):
     """OR into ``words`` every token allowed from the parse state (chart ``items`` /
     ``set_off`` with ``n_sets`` committed sets, frontier ``front[:nfront]``), EOS aside.
 
@@ -648,22 +642,17 @@ def expand_mask(front, nfront, n_sets, items, set_off,
             head += 1
             if bl > 0 and _covered(bl, bl_uoff, bl_un, bidx, bval, words, bstamp, cur) != 0:
                 continue
-            gk = rep[g]  # entries are shared by states no walk can tell apart
-            if gk < 0:
-                if not fill:
-                    return MISS
-                refine_terminal(gterm[g], trans, gacc, tstart, rounds, rep)
-                gk = rep[g]
-            key = np.int64(bl) * NG + gk
+            key = np.int64(bl) * NG + g
             s = _slot(ht_keys, key)
             if ht_keys[s] == -1:
                 if not fill:
                     return MISS
                 if (cnt[C_HT] + 1) * 2 > ht_keys.shape[0]:
                     return CACHE_FULL
-                e = lex_fill(bl, gk, trans, gacc, gout, gterm, follow, node_byte, node_depth, node_end, tok_ptr,
+                e = lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, node_end, tok_ptr,
                              tok_ids, ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_kb, bl_kids,
-                             bl_term, bl_uoff, bl_un, cnt, scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb, ftrans, facc, fout)
+                             bl_term, bl_uoff, bl_un, cnt, scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb,
+                             ftrans, facc, fout, chain, cum, impure, u_trans, u_acc, u0)
                 if e == -1:
                     return CACHE_FULL
                 if e == -2:
@@ -760,30 +749,25 @@ def _covered(bl, bl_uoff, bl_un, bidx, bval, words, bstamp, cur):
 
 
 @njit(cache=True, nogil=True)
-def fill_entries(bls, gs, rep, rounds, tstart, trans, gacc, gout, gterm, follow, node_byte, node_depth, node_end,
-                 tok_ptr, tok_ids,
+def fill_entries(bls, gs, trans, gacc, gout, gterm, follow, node_byte, node_depth, node_end, tok_ptr, tok_ids,
                  ht_keys, ht_vals, ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_kb, bl_kids,
                  bl_term, bl_uoff, bl_un, cnt, scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb,
-                 ftrans, facc, fout):
+                 ftrans, facc, fout, chain, cum, impure, u_trans, u_acc, u0):
     """Compute the entries ``(bls[i], gs[i])`` that are not cached yet (what
     :func:`expand_mask` would compute on first use).  Returns ``(done, status)``: how many
     pairs are done, stopping early at a full pool (``CACHE_FULL``) or scratch (``NODES_FULL``)."""
     NG = trans.shape[0]
     for i in range(gs.shape[0]):
-        gk = rep[gs[i]]
-        if gk < 0:
-            refine_terminal(gterm[gs[i]], trans, gacc, tstart, rounds, rep)
-            gk = rep[gs[i]]
-        key = np.int64(bls[i]) * NG + gk
+        key = np.int64(bls[i]) * NG + gs[i]
         s = _slot(ht_keys, key)
         if ht_keys[s] != -1:
             continue
         if (cnt[C_HT] + 1) * 2 > ht_keys.shape[0]:
             return i, CACHE_FULL
-        e = lex_fill(bls[i], gk, trans, gacc, gout, gterm, follow, node_byte, node_depth, node_end, tok_ptr,
+        e = lex_fill(bls[i], gs[i], trans, gacc, gout, gterm, follow, node_byte, node_depth, node_end, tok_ptr,
                      tok_ids, ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_kb, bl_kids,
                      bl_term, bl_uoff, bl_un, cnt, scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb,
-                     ftrans, facc, fout)
+                     ftrans, facc, fout, chain, cum, impure, u_trans, u_acc, u0)
         if e == -1:
             return i, CACHE_FULL
         if e == -2:
@@ -795,13 +779,11 @@ def fill_entries(bls, gs, rep, rounds, tstart, trans, gacc, gout, gterm, follow,
 
 
 @njit(cache=True, nogil=True)
-def or_roots(gs, rep, ht_keys, ht_vals, ent_boff, ent_bn, bidx, bval, words):
+def or_roots(gs, ht_keys, ht_vals, ent_boff, ent_bn, bidx, bval, words):
     """OR the cached bits of lexer states ``gs`` at the trie root (list 0) into ``words``;
     False (words partly written) when one is not cached yet."""
     for i in range(gs.shape[0]):
-        key = np.int64(rep[gs[i]])
-        if key < 0:
-            return False
+        key = np.int64(gs[i])
         s = _slot(ht_keys, key)
         if ht_keys[s] == -1:
             return False

@@ -188,7 +188,7 @@ class CFGMatcher(Matcher):
         of the cache that computes and appends the missing parts, then published."""
         cache = e.cache
         snap = cache.snap
-        root = cache.root_bits(snap, self._front[:, 0], e.tables.rep)
+        root = cache.root_bits(snap, self._front[:, 0])
         words = np.zeros(e.words, np.uint32) if root is None else root.copy()
         if self._run(e, snap, words, False, root is not None) == mk.OK:
             return words
@@ -219,8 +219,8 @@ class CFGMatcher(Matcher):
             front = self._front
             st = mk.expand_mask(front, front.shape[0], self._n_sets, self._items, self._set_off, *e._args,
                                 self._mark, self._stamp, *e._trie_args, *snap.arrays(), e.tables.follow,
-                                e.tables.rep, e.rounds, fill, root_done,
-                                *cache.scratch(), *e.free_lexer(),
+                                fill, root_done,
+                                *cache.scratch(), *e.free_lexer(), *e.runs(),
                                 words, self._estamp, self._bstamp, self._work, self._ptask, self._vkeys, self._vstamp,
                                 self._pkeys, self._pstamp, self._pval, self._predbuf)
             if st == mk.SCRATCH_FULL:

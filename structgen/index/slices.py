@@ -162,3 +162,64 @@ def json_string_slice(vocab) -> VocabSlice | None:
         sl = VocabSlice(vocab, JSON_STRING_CHARS)
         _SLICES[key] = sl if sl.size * 4 >= int(vocab.is_normal.sum()) else None
     return _SLICES[key]
+
+
+@njit(cache=True, nogil=True)
+def _char_counts(token_data, token_offsets, tokens, out):
+    """out[t] = number of UTF-8 characters of token t (for the listed tokens)."""
+    for i in range(tokens.shape[0]):
+        t = tokens[i]
+        n = 0
+        for p in range(token_offsets[t], token_offsets[t + 1]):
+            if (token_data[p] & 0xC0) != 0x80:
+                n += 1
+        out[t] = n
+
+
+class CharRuns:
+    """The tokens of ``vocab`` made of whole characters of ``charset``, indexed for states
+    that count such characters (a JSON string with ``maxLength``): ``cum[k]`` is the bitmask of
+    those of at most ``k`` characters, ``impure[node]`` says whether the subtree of a node of
+    ``vocab.trie`` holds any other token (a trie walk skips the subtrees that do not), and
+    ``u_*`` is the byte automaton of one character of the set."""
+
+    def __init__(self, vocab, charset: ir.CharSet):
+        from ..automaton.build import build_dfa
+
+        los = np.array([a for a, _ in charset.ranges], dtype=np.int64)
+        his = np.array([b for _, b in charset.ranges], dtype=np.int64)
+        trie = vocab.trie
+        in_trie = np.zeros(vocab.logits_width, dtype=np.bool_)
+        in_trie[trie.tok_ids] = True
+        inside = np.zeros(vocab.logits_width, dtype=np.bool_)
+        _tokens_in_charset(vocab.token_data, vocab.token_offsets, vocab.is_normal & in_trie, los, his, inside)
+        tokens = np.flatnonzero(inside).astype(np.int32)
+        clen = np.zeros(vocab.logits_width, dtype=np.int64)
+        _char_counts(vocab.token_data, vocab.token_offsets, tokens, clen)
+        self.max_chars = int(clen.max()) if tokens.size else 0
+        words = bitmask_words(vocab.logits_width)
+        cum = np.zeros((self.max_chars + 1, words), dtype=np.uint32)
+        for k in range(1, self.max_chars + 1):
+            cum[k] = cum[k - 1]
+            set_bits(cum[k], tokens[clen[tokens] == k])
+        self.cum = cum
+        # impure[i]: some token in [i, node_end[i]) is not one of them (tok_ids is in DFS order)
+        bad = np.concatenate([[0], np.cumsum(~inside[trie.tok_ids])]).astype(np.int64)
+        lo = trie.tok_ptr[:-1].astype(np.int64)
+        hi = trie.tok_ptr[trie.node_end].astype(np.int64)
+        self.impure = (bad[hi] - bad[lo] > 0).astype(np.uint8)
+        u = build_dfa(charset)
+        self.u_trans = np.ascontiguousarray(np.asarray(u.transitions)[:, np.asarray(u.byte_class)], dtype=np.int32)
+        self.u_accept = np.asarray(u.accepting, dtype=np.uint8)
+        self.u_start = int(u.start)
+
+
+_RUNS: dict = {}
+
+
+def json_string_runs(vocab) -> CharRuns:
+    """:class:`CharRuns` of the characters a JSON string holds unescaped (cached per vocabulary)."""
+    key = vocab.fingerprint
+    if key not in _RUNS:
+        _RUNS[key] = CharRuns(vocab, JSON_STRING_CHARS)
+    return _RUNS[key]
