@@ -175,11 +175,13 @@ def _string_choices(tp) -> list[str] | None:
 DEFAULT_WHITESPACE = "dumps"
 
 
-def constraint_from_annotation(tp, *, whitespace: str | None = None, where: str = "return annotation") -> Constraint:
+def constraint_from_annotation(tp, *, whitespace: str | None = None, where: str = "return annotation",
+                               property_order: str | None = None) -> Constraint:
     """The constraint for a Python type: ``str`` is free text; a Literal of strings or a
     str Enum is a choice of its raw values; anything else Pydantic can describe as JSON
     (models, dataclasses, TypedDicts, ``list[...]``, ``int``, ``float``, ``bool``, ...)
-    is JSON validated by ``TypeAdapter``.  Raises :class:`Unsupported` otherwise."""
+    is JSON validated by ``TypeAdapter``.  Raises :class:`Unsupported` otherwise.
+    ``property_order="any"`` lets object members come in any order (see :func:`generate`)."""
     if tp is inspect.Signature.empty or tp is None or tp is type(None):
         raise Unsupported(f"the {where} is missing: annotate the return type (a Pydantic model, "
                           "TypedDict, dataclass, Literal, Enum, list[...], int, float, bool or str)")
@@ -193,11 +195,13 @@ def constraint_from_annotation(tp, *, whitespace: str | None = None, where: str 
         return Constraint(Grammar.choice(choices), adapter.validate_python, f"one of {choices}")
     adapter = _type_adapter(tp, where)
     options = {"whitespace": whitespace or DEFAULT_WHITESPACE}
+    if property_order is not None:
+        options["property_order"] = property_order
     return Constraint(_pydantic_grammar(tp, options), adapter.validate_json, _type_name(tp))
 
 
 def resolve_constraint(*, schema=None, regex=None, grammar=None, choices=None, whitespace=None,
-                       schema_options: dict | None = None) -> Constraint:
+                       schema_options: dict | None = None, property_order: str | None = None) -> Constraint:
     """One constraint from the keyword arguments of :func:`generate` (at most one given)."""
     given = [k for k, v in (("schema", schema), ("regex", regex), ("grammar", grammar), ("choices", choices))
              if v is not None]
@@ -208,6 +212,8 @@ def resolve_constraint(*, schema=None, regex=None, grammar=None, choices=None, w
     options = dict(schema_options or {})
     if whitespace is not None:
         options["whitespace"] = whitespace
+    if property_order is not None:
+        options["property_order"] = property_order
     options.setdefault("whitespace", DEFAULT_WHITESPACE)
     if schema is not None:
         return _schema_constraint(schema, options)
@@ -425,7 +431,7 @@ class Generator:
     def constraint(self, **spec) -> Constraint:
         """Resolve ``schema=/regex=/grammar=/choices=`` (plus ``whitespace=``, ``schema_options=``),
         cached: the front-ends (JSON Schema -> IR, ...) run once per distinct spec."""
-        for k in ("whitespace", "schema_options"):
+        for k in ("whitespace", "schema_options", "property_order"):
             if k in self.defaults and k not in spec:
                 spec[k] = self.defaults[k]
         key = _spec_key(spec)
@@ -563,7 +569,8 @@ def _spec_key(spec: dict):
 
 _GEN_OPTIONS = {"max_new_tokens": 256, "temperature": 0.0, "top_p": 1.0, "top_k": 0, "seed": None,
                 "chat": None, "system": None, "fast_forward": True, "token_healing": False}
-_CONSTRAINT_OPTIONS = {"schema", "regex", "grammar", "choices", "whitespace", "schema_options", "constraint"}
+_CONSTRAINT_OPTIONS = {"schema", "regex", "grammar", "choices", "whitespace", "schema_options", "property_order",
+                       "constraint"}
 
 
 class _Run:
@@ -650,7 +657,7 @@ def generate(model, tokenizer, prompt, *, schema=None, regex=None, grammar=None,
              max_new_tokens: int = 256, temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0,
              seed: int | None = None, whitespace: str | None = None, chat: bool | None = None,
              system: str | None = None, fast_forward: bool = True, token_healing: bool = False,
-             schema_options: dict | None = None):
+             schema_options: dict | None = None, property_order: str | None = None):
     """Generate under a constraint with any transformers causal LM (CPU or GPU).
 
     ``prompt``: a string, a list of chat messages, or a list of those (a batch, decoded
@@ -661,7 +668,9 @@ def generate(model, tokenizer, prompt, *, schema=None, regex=None, grammar=None,
     default: json.dumps' separators; "compact"; or "flexible") and ``schema_options`` go to the
     JSON Schema compiler; for Pydantic types
     and JSON Schemas alike, objects without ``additionalProperties``/``patternProperties`` are
-    closed (no extra keys) unless ``schema_options={"strict": False}``.  Sampling:
+    closed (no extra keys) unless ``schema_options={"strict": False}``.  ``property_order``:
+    ``"declared"`` (the default: object members in the order the schema lists them) or ``"any"``
+    (any order, each key at most once; see :mod:`structgen.spec.property_order`).  Sampling:
     ``temperature=0`` is greedy; else ``top_k``/``top_p``/``seed``.  ``fast_forward``
     feeds text the constraint forces in one pass instead of sampling it token by token;
     ``token_healing`` re-generates the prompt's last token so the output may merge with it.
@@ -679,7 +688,7 @@ def generate(model, tokenizer, prompt, *, schema=None, regex=None, grammar=None,
     return gen.generate(prompt, schema=schema, regex=regex, grammar=grammar, choices=choices,
                         max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
                         seed=seed, whitespace=whitespace, chat=chat, system=system, fast_forward=fast_forward,
-                        token_healing=token_healing, schema_options=schema_options)
+                        token_healing=token_healing, schema_options=schema_options, property_order=property_order)
 
 
 # ----------------------------------------------------------------------------- @function
@@ -706,7 +715,8 @@ def _describe_output(constraint: Constraint, tp) -> str:
 
 def function(fn=None, *, model=None, tokenizer=None, generator: Generator | None = None,
              max_new_tokens: int = 256, chat: bool = True, system: str | None = None,
-             describe_output: bool = True, whitespace: str | None = None, **options):
+             describe_output: bool = True, whitespace: str | None = None, property_order: str | None = None,
+             **options):
     """Turn a typed, documented Python function into a constrained LLM call.
 
     The docstring is the prompt: ``{arg}`` placeholders are filled with the call's
@@ -716,18 +726,20 @@ def function(fn=None, *, model=None, tokenizer=None, generator: Generator | None
     :func:`constraint_from_annotation`); calling the function returns a validated value
     or raises :class:`GenerationError` (e.g. when ``max_new_tokens`` is reached first).
     ``model=None`` uses the embedded demo model.  The function body is never run.
+    ``property_order="any"``: the returned object's fields may come in any order.
     """
     if fn is None:
         return lambda f: function(f, model=model, tokenizer=tokenizer, generator=generator,
                                   max_new_tokens=max_new_tokens, chat=chat, system=system,
-                                  describe_output=describe_output, whitespace=whitespace, **options)
+                                  describe_output=describe_output, whitespace=whitespace,
+                                  property_order=property_order, **options)
     sig = inspect.signature(fn)
     try:
         hints = typing.get_type_hints(fn, include_extras=False)
     except Exception as e:
         raise Unsupported(f"cannot resolve the annotations of {fn.__qualname__}(): {e}", where=fn.__qualname__) from None
     ret = hints.get("return", inspect.Signature.empty)
-    constraint = constraint_from_annotation(ret, whitespace=whitespace,
+    constraint = constraint_from_annotation(ret, whitespace=whitespace, property_order=property_order,
                                             where=f"return annotation of {fn.__qualname__}()")
     template = inspect.cleandoc(fn.__doc__ or "")
     suffix = _describe_output(constraint, ret) if describe_output else ""

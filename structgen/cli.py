@@ -59,6 +59,9 @@ def _add_constraint_args(p: argparse.ArgumentParser, required: bool) -> None:
     g.add_argument("--open-objects", action="store_true",
                    help="keep objects that do not declare additionalProperties open to extra keys "
                         "(by default generation closes them, so the model fills the declared fields)")
+    g.add_argument("--any-order", action="store_true",
+                   help="let object members come in any order, each key at most once (default: the order "
+                        "the schema declares)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -150,6 +153,8 @@ def _constraint_kwargs(args, default_whitespace: str | None) -> dict:
     options = {"lenient": True} if args.lenient else {}
     if getattr(args, "open_objects", False):
         options["strict"] = False
+    if getattr(args, "any_order", False):
+        options["property_order"] = "any"
     if args.schema is not None:
         text = _read_text(args.schema)
         try:
@@ -269,6 +274,9 @@ def cmd_compile(args) -> int:
         report["ignored_keywords"] = [{"keyword": k, "pointer": p or "#", "why": w}
                                       for k, p, w in getattr(rep, "ignored", [])]
         report["truncated_refs"] = list(getattr(rep, "truncated", []))
+        if getattr(rep, "unique_keys", False) or getattr(rep, "notes", None):
+            report["property_order"] = "any" if getattr(rep, "unique_keys", False) else "declared"
+            report["notes"] = list(getattr(rep, "notes", []))
     vocab = _compile_vocab(args.tokenizer)
     if vocab is not None:
         cg = compile_grammar(grammar, vocab)
@@ -303,6 +311,10 @@ def cmd_compile(args) -> int:
                 print(f"{'ignored keywords':>18}: {len(v)}")
                 for item in v:
                     print(f"{'':>20}{item['keyword']} at {item['pointer']}: {item['why']}")
+            elif k == "notes":
+                print(f"{'notes':>18}: {len(v)}")
+                for line in v:
+                    print(f"{'':>20}{line}")
             else:
                 print(f"{k.replace('_', ' '):>18}: {v}")
     return EXIT_OK

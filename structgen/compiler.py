@@ -49,9 +49,13 @@ class CompiledGrammar:
 
     def matcher(self):
         """A fresh :class:`~structgen.runtime.Matcher` at the start of the constraint."""
-        if self.token_dfa is not None:
-            return TokenDFAMatcher(self.token_dfa)
-        return self.engine.matcher()
+        m = TokenDFAMatcher(self.token_dfa) if self.token_dfa is not None else self.engine.matcher()
+        if getattr(self.grammar.report, "unique_keys", False):
+            # property_order="any": the grammar is exact modulo duplicate keys; the guard rejects those
+            from .runtime.key_guard import KeyGuardMatcher
+
+            m = KeyGuardMatcher(m, self.vocab)
+        return m
 
     def __repr__(self) -> str:
         s = self.stats

@@ -59,7 +59,8 @@ class Grammar:
 
     # -- JSON Schema / Pydantic ---------------------------------------------------
     @classmethod
-    def from_json_schema(cls, schema: Any, *, engine: str = "auto", **options) -> "Grammar":
+    def from_json_schema(cls, schema: Any, *, engine: str = "auto", property_order: str = "declared",
+                         **options) -> "Grammar":
         """JSON documents valid under ``schema`` (a dict, bool or JSON text).
 
         ``engine``: ``"dfa"`` compiles the whole schema to one regular language
@@ -67,10 +68,18 @@ class Grammar:
         bounded), ``"cfg"`` to a grammar for the grammar engine
         (:func:`structgen.spec.json_schema_cfg.compile_json_schema_cfg`: exact recursion, linear
         size), ``"auto"`` picks per schema (see :mod:`structgen.spec.json_schema_select`).
+        ``property_order``: ``"declared"`` (object members in the order ``properties`` lists
+        them) or ``"any"`` (any order, each key at most once: see
+        :mod:`structgen.spec.property_order`; matchers then reject duplicate keys at run time,
+        and objects kept in declared order are listed in ``report.notes``).
         Other options are the compilers', e.g. ``whitespace="compact"|"flexible"``, ``lenient=False``.
         """
         if engine not in ("auto", "dfa", "cfg"):
             raise ValueError("engine must be 'auto', 'dfa' or 'cfg'")
+        from .spec.property_order import check_order
+
+        if check_order(property_order) == "any":
+            options["property_order"] = "any"
         if isinstance(schema, (str, bytes)):
             schema = json.loads(schema)
         from .spec.json_schema_select import compile_with
@@ -84,12 +93,12 @@ class Grammar:
         return cls("cfg", cfg=result.grammar, key=key, source=src, report=result)
 
     @classmethod
-    def from_pydantic(cls, model, **options) -> "Grammar":
+    def from_pydantic(cls, model, *, property_order: str = "declared", **options) -> "Grammar":
         """JSON documents that validate as ``model`` (a Pydantic model or any type
-        Pydantic's TypeAdapter accepts)."""
+        Pydantic's TypeAdapter accepts); options as :meth:`from_json_schema`."""
         from .spec.pydantic import pydantic_to_schema
 
-        g = cls.from_json_schema(pydantic_to_schema(model), **options)
+        g = cls.from_json_schema(pydantic_to_schema(model), property_order=property_order, **options)
         g.source = f"Pydantic {getattr(model, '__name__', model)!s}"
         return g
 

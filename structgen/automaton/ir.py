@@ -41,7 +41,39 @@ def _cached_hash(self) -> int:
 
 def _state_without_hash(self) -> dict:
     # string hashes differ between processes: never carry a cached hash through pickle
-    return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+    return {k: v for k, v in self.__dict__.items() if k not in ("_hash", "_size")}
+
+
+def size(node) -> int:
+    """The number of nodes of the IR tree ``node`` (shared sub-trees counted once per use),
+    cached on the nodes."""
+    d = getattr(node, "__dict__", None)
+    if d is None:
+        return 1
+    n = d.get("_size")
+    if n is not None:
+        return n
+    todo, post = [node], []
+    while todo:  # iterative: IR trees can be deeper than the recursion limit
+        x = todo.pop()
+        if "_size" in x.__dict__:
+            continue
+        post.append(x)
+        todo.extend(c for c in _children(x) if "_size" not in c.__dict__)
+    for x in reversed(post):
+        if "_size" not in x.__dict__:
+            object.__setattr__(x, "_size", 1 + sum(c.__dict__["_size"] for c in _children(x)))
+    return node.__dict__["_size"]
+
+
+def _children(x) -> tuple:
+    if isinstance(x, (Seq, Alt, And)):
+        return x.items
+    if isinstance(x, Repeat):
+        return (x.item,)
+    if isinstance(x, Not):
+        return (x.item,)
+    return ()
 
 
 def _normalise_ranges(ranges, top: int) -> tuple:

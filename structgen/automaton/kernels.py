@@ -644,3 +644,107 @@ def csr_by_source(src, a, b, n):
         ob[j] = b[i]
         fill[src[i]] = j + 1
     return ptr, oa, ob
+
+
+# ------------------------------------------------------------ acyclic minimisation
+
+
+@njit(cache=True, nogil=True)
+def acyclic_blocks(trans, acc):
+    """Language-equivalence blocks of an *acyclic* DFA, bottom-up (Revuz): states are
+    visited in reverse topological order and merged when they agree on acceptance and on the
+    blocks of their successors -- O(n k), against Hopcroft's O(k n log n) with a larger constant.
+    Returns ``(block int64[n+1], n_blocks)`` as :func:`hopcroft` does (index n: the dead sink, a
+    block of its own), or ``(block, -1)`` when the DFA has a cycle."""
+    n = trans.shape[0]
+    k = trans.shape[1]
+    blk = np.full(n + 1, -1, np.int64)
+    # iterative DFS post-order from every state; colour 0 new, 1 on stack, 2 done
+    colour = np.zeros(n, np.int8)
+    order = np.empty(n, np.int64)
+    n_order = 0
+    stack = np.empty(n, np.int64)
+    edge = np.empty(n, np.int64)
+    for root in range(n):
+        if colour[root] != 0:
+            continue
+        top = 0
+        stack[0] = root
+        edge[0] = 0
+        colour[root] = 1
+        while top >= 0:
+            s = stack[top]
+            c = edge[top]
+            pushed = False
+            while c < k:
+                t = trans[s, c]
+                c += 1
+                if t < 0:
+                    continue
+                if colour[t] == 1:
+                    return blk, -1  # a cycle
+                if colour[t] == 0:
+                    edge[top] = c
+                    top += 1
+                    stack[top] = t
+                    edge[top] = 0
+                    colour[t] = 1
+                    pushed = True
+                    break
+            if not pushed:
+                colour[s] = 2
+                order[n_order] = s
+                n_order += 1
+                top -= 1
+    # signatures in post-order (successors first), hashed
+    cap = 16
+    while cap < 2 * n + 2:
+        cap *= 2
+    htab = np.full(cap, -1, np.int64)
+    rep = np.empty(n + 1, np.int64)   # block -> representative state
+    nb = 0
+    for i in range(n_order):
+        s = order[i]
+        if not acc[s]:
+            dead = True
+            for c in range(k):
+                t = trans[s, c]
+                if t >= 0 and blk[t] >= 0:
+                    dead = False
+                    break
+            if dead:
+                continue  # cannot reach acceptance: the sink's block (-1 until the end)
+        h = _FNV_OFFSET
+        h = (h ^ np.int64(acc[s])) * _FNV_PRIME
+        for c in range(k):
+            t = trans[s, c]
+            b = np.int64(-1) if t < 0 else blk[t]
+            h = (h ^ b) * _FNV_PRIME
+        idx = (h ^ (h >> 29)) & (cap - 1)
+        found = -1
+        while htab[idx] != -1:
+            r = rep[htab[idx]]
+            if acc[r] == acc[s]:
+                same = True
+                for c in range(k):
+                    a = trans[r, c]
+                    b = trans[s, c]
+                    ba = np.int64(-1) if a < 0 else blk[a]
+                    bb = np.int64(-1) if b < 0 else blk[b]
+                    if ba != bb:
+                        same = False
+                        break
+                if same:
+                    found = htab[idx]
+                    break
+            idx = (idx + 1) & (cap - 1)
+        if found < 0:
+            found = nb
+            rep[nb] = s
+            htab[idx] = nb
+            nb += 1
+        blk[s] = found
+    for s in range(n + 1):
+        if blk[s] < 0:
+            blk[s] = nb  # the sink, and every state that cannot reach acceptance
+    return blk, nb + 1

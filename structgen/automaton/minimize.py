@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .dfa import ByteDFA
-from .kernels import column_groups, hopcroft, quotient, trim
+from .kernels import acyclic_blocks, column_groups, hopcroft, quotient, trim
 
 
 def compress_classes(trans: np.ndarray, byte_class: np.ndarray):
@@ -46,7 +46,31 @@ def canonical_dfa(trans: np.ndarray, acc: np.ndarray, byte_class: np.ndarray) ->
     blk, nb = hopcroft(trans, acc)
     t, a = quotient(trans, acc, blk, nb)
     t, byte_class = compress_classes(t, byte_class)
-    return _frozen(ByteDFA(np.ascontiguousarray(byte_class, np.int32), t, a))
+    dfa = _frozen(ByteDFA(np.ascontiguousarray(byte_class, np.int32), t, a))
+    dfa._canonical = True  # canonical_dfa(dfa) would return the same arrays: callers may skip it
+    return dfa
+
+
+def canonical_acyclic_dfa(trans: np.ndarray, acc: np.ndarray, byte_class: np.ndarray) -> ByteDFA:
+    """:func:`canonical_dfa` for a trimmed DFA that is usually acyclic (a finite language: a set of
+    literals), minimised bottom-up in O(n k) (:func:`kernels.acyclic_blocks`); the same result.
+    Falls back to Hopcroft when there is a cycle."""
+    trans = np.ascontiguousarray(trans, dtype=np.int32)
+    acc = np.ascontiguousarray(acc, dtype=np.bool_)
+    trans, byte_class = compress_classes(trans, byte_class)
+    blk, nb = acyclic_blocks(trans, acc)
+    if nb < 0:
+        return canonical_dfa(trans, acc, byte_class)
+    t, a = quotient(trans, acc, blk, nb)
+    t, byte_class = compress_classes(t, byte_class)
+    dfa = _frozen(ByteDFA(np.ascontiguousarray(byte_class, np.int32), t, a))
+    dfa._canonical = True
+    return dfa
+
+
+def is_canonical(dfa: ByteDFA) -> bool:
+    """Was ``dfa`` made by :func:`canonical_dfa` (minimal, trimmed, canonically numbered)?"""
+    return bool(getattr(dfa, "_canonical", False))
 
 
 def trimmed_dfa(trans: np.ndarray, acc: np.ndarray, byte_class: np.ndarray) -> ByteDFA:

@@ -20,6 +20,7 @@ embedded as fragments.
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -71,9 +72,30 @@ class Fragment:
     e_dst: np.ndarray = field(default_factory=lambda: _EMPTY_I32)
 
 
+_FRAGMENTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # ByteDFA -> its Fragment
+
+
 def dfa_fragment(dfa) -> Fragment:
     """A ByteDFA as a fragment: its states, plus one fresh end reached by epsilon from
-    every accepting state."""
+    every accepting state.  Cached per (read-only) DFA: an embedded automaton is often added
+    many times (an encoded character class in every position of a pattern)."""
+    if not dfa.transitions.flags.writeable:
+        try:
+            hit = _FRAGMENTS.get(dfa)
+        except TypeError:
+            hit = None
+        if hit is not None:
+            return hit
+        frag = _dfa_fragment(dfa)
+        try:
+            _FRAGMENTS[dfa] = frag
+        except TypeError:
+            pass
+        return frag
+    return _dfa_fragment(dfa)
+
+
+def _dfa_fragment(dfa) -> Fragment:
     tr = dfa.transitions
     n = dfa.n_states
     src, cls = np.nonzero(tr >= 0)
@@ -109,12 +131,21 @@ class Builder:
 
     ``dfa_of(node)`` must return the ByteDFA of a sub-node (used for And/Not, whose
     semantics need a deterministic automaton); ``charset_fragment(cs)`` the fragment
-    of a non-ASCII CharSet.  ``max_states`` bounds the NFA size.
+    of a non-ASCII CharSet; ``repeat_dfa(node)`` (optional) the ByteDFA of a Repeat node
+    when it can be built without a subset construction, else None.  ``max_states``
+    bounds the NFA size.
     """
 
-    def __init__(self, dfa_of, charset_fragment, max_states: int = 2_000_000):
+    def __init__(self, dfa_of, charset_fragment, max_states: int = 2_000_000, repeat_dfa=None,
+                 subtree_min: int | None = None):
         self.dfa_of = dfa_of
         self.charset_fragment = charset_fragment
+        self.repeat_dfa = repeat_dfa  # Repeat node -> its ByteDFA built directly, or None (inline it)
+        # sub-trees of at least this many IR nodes (not the root) are built as DFAs through dfa_of
+        # and embedded: cached, so a big leaf (an encoded format, say) used in many places is
+        # emitted once, and the fragment of a minimal DFA is far smaller than its Thompson NFA
+        self.subtree_min = subtree_min
+        self.root = None
         self.max_states = max_states
         self.n = 0
         self.t_parts: list = []  # (src, dst, set id)
@@ -191,11 +222,17 @@ class Builder:
             if rs[-1][1] < 0x80:
                 return self._add_fragment(_ascii_fragment(rs))
             return self._add_fragment(self.charset_fragment(node))
+        if self.subtree_min is not None and node is not self.root and isinstance(node, (ir.Seq, ir.Alt, ir.Repeat)) \
+                and ir.size(node) >= self.subtree_min:
+            return self._add_fragment(dfa_fragment(self.dfa_of(node)))
         if isinstance(node, ir.Seq):
             return self._seq(node.items)
         if isinstance(node, ir.Alt):
             return self._alt(node.items)
         if isinstance(node, ir.Repeat):
+            d = self.repeat_dfa(node) if self.repeat_dfa is not None else None
+            if d is not None:
+                return self._add_fragment(dfa_fragment(d))
             return self._repeat(node.item, node.min, node.max)
         if isinstance(node, ir.ByteSet):
             if not node.ranges:
@@ -334,6 +371,7 @@ class Builder:
                                  (ed[None, :] + offs[:, None]).ravel()))
 
     def finish(self, node) -> NFA:
+        self.root = node
         s, e = self.emit(node)
         self._flush()
         t = self.t_parts

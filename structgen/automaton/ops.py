@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import ir, kernels
-from .build import DEFAULT_MAX_STATES, _build, _Limits
+from .build import DEFAULT_MAX_STATES, _build, _frames, _Limits, _spend, _state_cap
 from .dfa import ByteDFA
 from .minimize import canonical_dfa
 
@@ -30,22 +30,31 @@ def _joint_classes(a: ByteDFA, b: ByteDFA):
 
 def _product(a: ByteDFA, b: ByteDFA, op: int, limits: _Limits):
     ca, cb, bc = _joint_classes(a, b)
+    cap, by_budget = _state_cap(limits, ca.shape[0])
     st, trans, acc = kernels.product(
         np.ascontiguousarray(a.transitions, np.int32), np.ascontiguousarray(a.accepting, np.bool_),
         np.ascontiguousarray(b.transitions, np.int32), np.ascontiguousarray(b.accepting, np.bool_),
-        ca, cb, op, limits.max_states)
+        ca, cb, op, cap)
     if st == kernels.ST_LIMIT:
+        if by_budget:
+            raise _frames()[-1].meter.exceeded()
         raise limits.too_many("the product construction")
+    _spend(trans.shape[0] * trans.shape[1])
     limits.check_time()
     return trans, acc, bc
 
 
+def _minimal(trans, acc, bc):
+    _spend(trans.shape[0] * trans.shape[1])
+    return canonical_dfa(trans, acc, bc)
+
+
 def _intersect(a, b, limits):
-    return canonical_dfa(*_product(a, b, kernels.OP_AND, limits))
+    return _minimal(*_product(a, b, kernels.OP_AND, limits))
 
 
 def _difference(a, b, limits):
-    return canonical_dfa(*_product(a, b, kernels.OP_DIFF, limits))
+    return _minimal(*_product(a, b, kernels.OP_DIFF, limits))
 
 
 def _limits(max_states, time_limit=None):

@@ -11,7 +11,7 @@ Without ``--tokenizer`` only byte-level acceptance on the regular DFA and its co
 measured.
 
     python -m structgen.bench.maskbench --data DIR --limit N --tokenizer tests/data/tokenizers/llama3 \
-        [--engine auto|dfa|cfg] [--time-budget S] [--verbose]
+        [--engine auto|dfa|cfg] [--property-order declared|any] [--time-budget S] [--verbose]
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def load_records(data: Path, limit: int | None = None, extra: bool = False) -> l
 
 
 def run_record(rec: dict, vocab=None, *, whitespace="flexible", max_whitespace=4, time_limit=10.0,
-               lenient=False, engine="auto") -> dict:
+               lenient=False, engine="auto", property_order="declared") -> dict:
     """Compile one schema and force its tests; a dict of counts and timings.
 
     With a vocabulary: ``Grammar.from_json_schema`` + ``sg.compile`` + first mask is the TTFM,
@@ -59,7 +59,8 @@ def run_record(rec: dict, vocab=None, *, whitespace="flexible", max_whitespace=4
     try:
         if vocab is not None:
             g = sg.Grammar.from_json_schema(schema, engine=engine, whitespace=whitespace,
-                                            max_whitespace=max_whitespace, time_limit=time_limit, lenient=lenient)
+                                            max_whitespace=max_whitespace, time_limit=time_limit, lenient=lenient,
+                                            property_order=property_order)
             out["engine"] = g.kind
             left = None if time_limit is None else max(0.1, time_limit - (time.perf_counter() - t0))
             cg = sg.compile(g, vocab, time_limit=left, cache=False)
@@ -71,7 +72,7 @@ def run_record(rec: dict, vocab=None, *, whitespace="flexible", max_whitespace=4
             from structgen.spec.json_schema import compile_json_schema
 
             report = compile_json_schema(schema, whitespace=whitespace, max_whitespace=max_whitespace,
-                                         time_limit=time_limit, lenient=lenient)
+                                         time_limit=time_limit, lenient=lenient, property_order=property_order)
             left = None if time_limit is None else max(0.1, time_limit - (time.perf_counter() - t0))
             dfa = build_dfa(report.grammar, time_limit=left)
         out["ttfm"] = time.perf_counter() - t0
@@ -114,7 +115,8 @@ def warm_up(vocab, **options) -> None:
                                                              "b": {"anyOf": [{"type": "integer"}, {}]}}},
            "tests": [{"valid": True, "data": {"a": ["x"], "b": {"c": [1.5, None]}}}]}
     for engine in ("dfa", "cfg"):
-        run_record(rec, vocab, engine=engine, whitespace=options.get("whitespace", "flexible"))
+        run_record(rec, vocab, engine=engine, whitespace=options.get("whitespace", "flexible"),
+                   property_order=options.get("property_order", "declared"))
 
 
 def _pct(xs, q):
@@ -156,6 +158,8 @@ def main(argv=None) -> None:
     ap.add_argument("--time-budget", type=float, default=None, help="stop after this many seconds")
     ap.add_argument("--lenient", action="store_true")
     ap.add_argument("--engine", default="auto", choices=["auto", "dfa", "cfg"])
+    ap.add_argument("--property-order", default="declared", choices=["declared", "any"],
+                    help="object members in declared order, or in any order (each key once)")
     ap.add_argument("--offset", type=int, default=0, help="skip this many schemas of the sample")
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--json", default=None, help="write per-schema results here")
@@ -167,7 +171,7 @@ def main(argv=None) -> None:
         vocab = sg.Vocabulary.from_tokenizer(args.tokenizer)
     recs = load_records(Path(args.data), args.limit, args.extra)[args.offset:]
     if vocab is not None:
-        warm_up(vocab, engine=args.engine, whitespace=args.whitespace)
+        warm_up(vocab, engine=args.engine, whitespace=args.whitespace, property_order=args.property_order)
     results = []
     t0 = time.perf_counter()
     for rec in recs:
@@ -175,7 +179,8 @@ def main(argv=None) -> None:
             print(f"time budget reached after {len(results)} schemas")
             break
         r = run_record(rec, vocab, whitespace=args.whitespace, max_whitespace=args.max_whitespace,
-                       time_limit=args.time_limit, lenient=args.lenient, engine=args.engine)
+                       time_limit=args.time_limit, lenient=args.lenient, engine=args.engine,
+                       property_order=args.property_order)
         results.append(r)
         if args.verbose and (r["error"] or r["valid_rejected"] or r["invalid_accepted"]):
             print(r["id"], r["engine"], r["error"], r["valid_rejected"], r["invalid_accepted"], flush=True)

@@ -16,6 +16,7 @@ from decimal import Decimal
 import numpy as np
 
 from structgen.automaton import ir
+from structgen.automaton.build import LRUCache, on_clear
 from structgen.automaton.dfa import ByteDFA
 from structgen.errors import LimitExceeded, SchemaError
 
@@ -178,6 +179,26 @@ def number_interval(lo=None, lo_strict=False, hi=None, hi_strict=False, integer=
 def number_constant(value: Decimal, integer_only: bool = False) -> ir.Node:
     """Every exponent-free numeral equal to ``value`` (``1``, ``1.0``, ``1.00``, ``-0``...)."""
     return number_interval(value, False, value, False, integer=integer_only)
+
+
+_MULTIPLE_OF = LRUCache(1024, 64 << 20)  # (normalised step, max_states) -> (embedded minimal DFA, build work)
+on_clear(_MULTIPLE_OF.clear)
+
+
+def multiple_of_node(step: Decimal, max_states: int = 100_000, pointer: str = "") -> ir.Node:
+    """:func:`multiple_of_dfa` minimised and embedded, one node per step (cached): every schema
+    part with the same ``multipleOf`` then shares its automata (an Embed compares by identity)."""
+    from structgen.automaton.build import build_dfa, embedded, recording, replay
+
+    key = (step.normalize() if step > 0 else step, int(max_states))
+    hit = _MULTIPLE_OF.get(key)
+    if hit is not None:
+        replay(hit[1])  # a work budget is charged as if it were built now (see automaton.build)
+        return hit[0]
+    with recording() as rec:
+        node = embedded(build_dfa(ir.Embed(multiple_of_dfa(step, max_states, pointer)), max_states=max(max_states, 1)))
+    _MULTIPLE_OF.put(key, (node, rec.tree))
+    return node
 
 
 def multiple_of_dfa(step: Decimal, max_states: int = 100_000, pointer: str = "") -> ByteDFA:

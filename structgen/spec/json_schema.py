@@ -50,10 +50,12 @@ from typing import Any
 from urllib.parse import urldefrag, urljoin
 
 from structgen.automaton import ir
+from structgen.automaton.build import on_clear
 from structgen.errors import LimitExceeded, SchemaError, Unsupported
 
 from . import json_formats, json_numbers
-from .json_strings import encode, encode_charset
+from .json_strings import encode, encode_charset, literal_set_node
+from .property_order import check_order
 
 # keywords that only annotate (or that we handle through their parents)
 ANNOTATIONS = frozenset({
@@ -88,6 +90,8 @@ class SchemaReport:
     ignored: list = field(default_factory=list)     # [(keyword, pointer, why)]
     truncated: list = field(default_factory=list)   # [pointer of a $ref cut at the recursion bound]
     exact: bool = True                               # False: sound, but narrower than the schema
+    notes: list = field(default_factory=list)       # [str]: sound fallbacks (objects kept in declared order)
+    unique_keys: bool = False                        # property_order="any": matchers must reject duplicate keys
 
 
 @dataclass(frozen=True)
@@ -99,7 +103,8 @@ class _L:
 
 
 _NOTHING = _L(ir.NOTHING)
-_ANY_CACHE: dict = {}  # (depth, exponent-free numbers, whitespace node, dumps, dfa blocks) -> IR
+_ANY_CACHE: dict = {}  # (depth, exponent-free numbers, whitespace node, dumps, dfa blocks) -> (IR, work)
+on_clear(_ANY_CACHE.clear)
 
 
 def _lit(s: str) -> ir.Node:
@@ -110,7 +115,8 @@ class _Compiler:
     def __init__(self, root, *, whitespace="compact", max_whitespace=16, lenient=False, max_recursion_depth=3,
                  recursion="unroll", any_depth=3, unique_items_limit=6, draft=None, max_multiple_of_states=100_000,
                  max_properties_unroll=64, max_states=100_000, time_limit=10.0, dfa_blocks=True,
-                 extra_properties="end"):
+                 extra_properties="end", property_order="declared", any_order_limit=1024,
+                 any_order_max_states=50_000):
         if whitespace not in ("compact", "flexible", "dumps"):
             raise ValueError("whitespace must be 'compact', 'flexible' or 'dumps'")
         if recursion not in ("unroll", "error"):
@@ -134,6 +140,11 @@ class _Compiler:
         if extra_properties not in ("end", "anywhere"):
             raise ValueError("extra_properties must be 'end' or 'anywhere'")
         self.extra_anywhere = extra_properties == "anywhere"
+        # property_order="any": members in any order, each key at most once (see .property_order)
+        self.any_order = check_order(property_order) == "any"
+        self.any_order_limit = int(any_order_limit)
+        self.any_order_max_states = int(any_order_max_states)
+        self.report.unique_keys = self.any_order
         self.draft = draft or _detect_draft(root)
         self._ref_stack: list = []
         self._memo: dict = {}
@@ -231,7 +242,7 @@ class _Compiler:
         """
         if not self.dfa_blocks or isinstance(node, ir.Embed) or node == ir.NOTHING:
             return node
-        from structgen.automaton.build import build_dfa
+        from structgen.automaton.build import build_dfa, embedded
 
         left = None
         if self.deadline is not None:
@@ -241,7 +252,7 @@ class _Compiler:
         dfa = build_dfa(node, max_states=self.max_states, time_limit=left)
         if dfa.is_empty():
             return ir.NOTHING
-        return ir.Embed(dfa)
+        return embedded(dfa)  # one node per language: the IR around it stays a cache key
 
     def any_value(self, depth: int | None = None) -> ir.Node:
         """Every JSON value nested at most ``depth`` levels (numbers with exponents included)."""
@@ -252,21 +263,25 @@ class _Compiler:
         return self._any_value(self.any_depth, True)
 
     def _any_value(self, depth: int, plain: bool) -> ir.Node:
+        from structgen.automaton.build import recording, replay
+
         key = (depth, plain, self.ws, self.dumps, self.dfa_blocks)
         hit = _ANY_CACHE.get(key)
         if hit is not None:
-            return hit
-        scalars = [_lit("null"), _lit("true"), _lit("false"),
-                   json_numbers.PLAIN_NUMBER if plain else json_numbers.NUMBER, self.string_node()]
-        if depth > 0:
-            inner = self._any_value(depth - 1, plain)
-            member = ir.seq(self.key_node(), self._colon, inner)
-            scalars.append(self.container("{", "}", ir.seq(member, ir.Repeat(ir.seq(self._sep, member), 0, None)),
-                                          True))
-            scalars.append(self.container("[", "]", ir.seq(inner, ir.Repeat(ir.seq(self._sep, inner), 0, None)),
-                                          True))
-        node = self.block(ir.alt(*scalars))
-        _ANY_CACHE[key] = node
+            replay(hit[1])  # charge a work budget as building it would (deterministic engine choice)
+            return hit[0]
+        with recording() as rec:
+            scalars = [_lit("null"), _lit("true"), _lit("false"),
+                       json_numbers.PLAIN_NUMBER if plain else json_numbers.NUMBER, self.string_node()]
+            if depth > 0:
+                inner = self._any_value(depth - 1, plain)
+                member = ir.seq(self.key_node(), self._colon, inner)
+                scalars.append(self.container("{", "}", ir.seq(member, ir.Repeat(ir.seq(self._sep, member), 0, None)),
+                                              True))
+                scalars.append(self.container("[", "]", ir.seq(inner, ir.Repeat(ir.seq(self._sep, inner), 0, None)),
+                                              True))
+            node = self.block(ir.alt(*scalars))
+        _ANY_CACHE[key] = (node, rec.tree)
         return node
 
     def string_node(self) -> ir.Node:
@@ -324,6 +339,8 @@ class _Compiler:
         return result
 
     def _compile_dict(self, s: dict, ptr: str, base: str) -> _L:
+        if always_false(s, self.draft):
+            return _NOTHING
         # Object languages that get intersected must not fix where extra properties go (each
         # would force its own keys first): under a conjunction, extras may appear anywhere.
         conj = ("allOf" in s or "if" in s or "dependentSchemas" in s or "dependencies" in s
@@ -351,8 +368,10 @@ class _Compiler:
             parts.append(self.enum_const(s, ptr))
             if any(k in _TYPE_KEYWORDS for k in s):
                 parts.append(self.typed(s, ptr, base))
-        else:
+        elif "type" in s or any(k in _TYPE_KEYWORDS for k in s) or not _has_applicator(s):
             parts.append(self.typed(s, ptr, base))
+        # else: no type keyword, so the type-directed part is every value: an intersection with it
+        # costs a product and only cut the other parts' nesting at the free-form depth
         for i, sub in enumerate(_as_list(s.get("allOf"), "allOf", ptr)):
             parts.append(self.compile(sub, f"{ptr}/allOf/{i}", base))
         if "anyOf" in s:
@@ -367,6 +386,8 @@ class _Compiler:
                 parts.append(neg)
         if "if" in s and ("then" in s or "else" in s):
             parts.append(self.if_then_else(s, ptr, base))
+        if not parts:  # only a `not` ignored (lenient): every value
+            parts.append(self.typed(s, ptr, base))
         return _and(parts)
 
     def ref(self, ref, ptr: str, base: str) -> _L:
@@ -451,8 +472,7 @@ class _Compiler:
         node = json_numbers.number_interval(lo, lo_x, hi, hi_x, integer=integer)
         if mult is not None:
             step = json_numbers.to_decimal(mult, f"{ptr}/multipleOf")
-            dfa = json_numbers.multiple_of_dfa(step, self.max_mult_states, f"{ptr}/multipleOf")
-            node = ir.And((node, ir.Embed(dfa)))
+            node = ir.And((node, json_numbers.multiple_of_node(step, self.max_mult_states, f"{ptr}/multipleOf")))
         return _L(node)
 
     def string(self, s: dict, ptr: str, base: str) -> _L:
@@ -500,8 +520,15 @@ class _Compiler:
         if t is not None:
             tl = set(t if isinstance(t, list) else [t])
             values = [v for v in values if _json_type(v) in tl or (_json_type(v) == "integer" and "number" in tl)]
-        langs = [self.value_literal(v) for v in _dedupe(values)]
-        return _L(ir.alt(*[x.node for x in langs]), all(x.exact for x in langs))
+        values = _dedupe(values)
+        strings = [v for v in values if isinstance(v, str)]
+        langs = [self.value_literal(v) for v in values if not isinstance(v, str)]
+        nodes = [x.node for x in langs]
+        if strings:
+            # one trie automaton for all the strings (exact, and far cheaper than an NFA
+            # alternative per escaped character for long enums)
+            nodes.insert(0, literal_set_node(strings, "value"))
+        return _L(ir.alt(*nodes), all(x.exact for x in langs))
 
     def value_literal(self, v) -> _L:
         """Every serialisation (within the universe) of the JSON value ``v``."""
@@ -539,6 +566,8 @@ class _Compiler:
         raise SchemaError(f"not a JSON value: {v!r}")
 
     def key_literal(self, k: str) -> ir.Node:
+        if _PLAIN_KEY.fullmatch(k):  # printable ASCII: written only raw in "key" mode
+            return ir.literal(f'"{k}"')
         return ir.seq(_lit('"'), encode(ir.literal(k) if k else ir.EMPTY, "key"), _lit('"'))
 
     # ---------------------------------------------------------------- applicators
@@ -577,7 +606,7 @@ class _Compiler:
         """A cheap semantic summary for disjointness: (possible types, {required key: const values})."""
         if s is True or s == {}:
             return (frozenset(TYPES) | {"integer"}, {})
-        if s is False:
+        if always_false(s, self.draft):
             return (frozenset(), {})
         if not isinstance(s, dict):
             return (frozenset(TYPES) | {"integer"}, {})
@@ -640,6 +669,7 @@ class _Compiler:
 
         declared = list(props) + [k for k in required if k not in props]
         members = []   # (key, member IR, required)
+        keys = []      # property_order="any": the quoted key languages of the members that can occur
         for k in declared:
             where = f"{ptr}/properties/{_esc_ptr(k)}"
             vals = []
@@ -655,6 +685,8 @@ class _Compiler:
             if names_lang is not None:
                 key_ir = ir.And((key_ir, names_lang))
             members.append((k, ir.seq(key_ir, self._colon, val.node), k in required))
+            if val.node != ir.NOTHING:
+                keys.append(key_ir)
 
         # additional members: keys that are not declared, split by the patterns they match
         extra = []
@@ -678,11 +710,24 @@ class _Compiler:
                     if names_lang is not None:
                         key_ir = ir.And((key_ir, names_lang))
                     extra.append(ir.seq(key_ir, self._colon, val.node))
+                    keys.append(key_ir)
         x_member = ir.alt(*extra) if extra else ir.NOTHING
 
-        if len(members) >= 2 or (members and extra and not self.extra_anywhere):
-            exact = False  # declared properties are fixed in declared order
-        content = self._members(members, x_member, min_p, max_p)
+        content = None
+        if self.any_order and (len(members) >= 2 or extra):
+            # any order: exact modulo duplicate keys, which the key guard rejects at run time
+            # (None: the object stays in declared order, see _members)
+            extra_open = not pat_items and names_lang is None and len(extra) == 1
+            content = self._members(members, x_member, min_p, max_p, keys=keys, ptr=ptr, extra_open=extra_open)
+        if content is None:
+            if len(members) >= 2 or (members and extra and not self.extra_anywhere and not self.any_order):
+                exact = False  # declared properties are fixed in declared order
+            saved = self.extra_anywhere
+            self.extra_anywhere = saved or self.any_order
+            try:
+                content = self._members(members, x_member, min_p, max_p)
+            finally:
+                self.extra_anywhere = saved
         allow_empty = min_p == 0 and not any(r for _, _, r in members)
         node = self.container("{", "}", content, allow_empty)
         dep = self._dependencies(s, ptr, base)
@@ -691,9 +736,45 @@ class _Compiler:
             exact = exact and all(d.exact for d in dep)
         return _L(self.block(node), exact)
 
-    def _members(self, members, x_member, min_p, max_p) -> ir.Node:
-        """The non-empty member lists: declared members in order, extra ones anywhere."""
+    def _members(self, members, x_member, min_p, max_p, keys=None, ptr: str = "", extra_open=False):
+        """The non-empty member lists: declared members in order, extra ones anywhere.
+
+        With ``keys`` (``property_order="any"``; the quoted key languages of the members that can
+        occur; ``extra_open``: the additional members take every undeclared key): members in any
+        order, in the form :func:`.property_order.choose_form` picks, or None when the object must
+        keep the declared order (noted in ``report.notes``)."""
         sep = self._sep
+        if keys is not None:
+            from . import property_order as po
+
+            if any(r and m == ir.NOTHING for _, m, r in members):
+                return ir.NOTHING  # a required key that can have no value
+            live = [(k, m, r) for k, m, r in members if m != ir.NOTHING]
+            # every key allowed / only declared keys: known without building the key automaton
+            open_keys = None
+            if x_member == ir.NOTHING:
+                open_keys = len(keys) == 0
+            elif len(keys) == len(live) + 1 and extra_open:
+                open_keys = True
+            form = po.choose_form(keys, len(live), self.any_order_limit, open_keys)
+            why = f"2^{len(live)} key subsets > any_order_limit={self.any_order_limit}"
+            if form == "subset":
+                size = po.ir_size(ir.alt(*[m for _, m, _ in live], x_member), self.any_order_max_states)
+                if (1 << len(live)) * size > self.any_order_max_states:
+                    form = "declared"
+                    why = (f"about 2^{len(live)} x {size} automaton states > "
+                           f"any_order_max_states={self.any_order_max_states}")
+            if form == "declared":
+                self.report.notes.append(po.note_declared(ptr, len(live), why))
+                return None
+            lo = max(min_p, 1) - 1
+            hi = None if max_p is None else max_p - 1
+            if hi is not None and hi < 0:
+                return ir.NOTHING
+            if hi is not None and hi > self.max_props_unroll and x_member != ir.NOTHING:
+                raise LimitExceeded(f"maxProperties {max_p} would unroll too far", "max_properties_unroll",
+                                    self.max_props_unroll)
+            return po.members_ir(live, x_member, sep, lo, hi, form)
         n_req = sum(1 for _, _, r in members if r)
         has_x = x_member != ir.NOTHING
         need_count = min_p > max(n_req, 1) or (max_p is not None and (has_x or max_p < len(members)))
@@ -881,7 +962,6 @@ class _Compiler:
 
 
 # ---------------------------------------------------------------- helpers
-@lru_cache(maxsize=None)
 def _any_string(mode: str) -> ir.Node:
     return ir.seq(_lit('"'), ir.Repeat(encode_charset(ir.ANY_CHAR, mode), 0, None), _lit('"'))
 
@@ -964,6 +1044,31 @@ def _disjoint(a, b) -> bool:
             if not set(da[k]) & set(db[k]):
                 return True
     return False
+
+
+_PLAIN_KEY = re.compile(r'[\x20\x21\x23-\x5b\x5d-\x7e]*')
+
+
+def _has_applicator(s: dict) -> bool:
+    """Does ``s`` constrain values through another schema (``$ref``, ``allOf``, ``anyOf``,
+    ``oneOf``, ``not``, ``if`` with ``then``/``else``)?"""
+    return ("$ref" in s or "allOf" in s or "anyOf" in s or "oneOf" in s or "not" in s
+            or ("if" in s and ("then" in s or "else" in s)))
+
+
+_TRIVIAL_KEYS = ANNOTATIONS - {"contentMediaType", "contentEncoding", "contentSchema"}
+
+
+def always_false(s, draft: str = "2020-12") -> bool:
+    """Does no value satisfy ``s`` for a reason seen without compiling it: ``false``, or ``not`` of a
+    schema every value satisfies (``not: {}``, ``not: true``: a common way to forbid a property)?
+    Compiling those the general way costs a complement of the whole universe."""
+    if s is False:
+        return True
+    if not isinstance(s, dict) or "not" not in s or (draft == "draft7" and "$ref" in s):
+        return False
+    n = s["not"]
+    return n is True or (isinstance(n, dict) and all(k in _TRIVIAL_KEYS for k in n))
 
 
 def _min_contains(s) -> int:

@@ -241,16 +241,28 @@ class _NotMergeable(Exception):
     pass
 
 
+def grammar_only(e: Exception) -> Exception:
+    """Mark ``e`` as a limit of the grammar compiler itself (recursion under a combinator, an empty
+    language, a long array unrolled), one the regular compiler may not share.  Every other error
+    of :func:`compile_json_schema_cfg` comes from the regular compiler on a sub-schema, which the
+    regular compilation of the whole schema meets again (see :mod:`.json_schema_select`)."""
+    e.grammar_only = True
+    return e
+
+
 class CfgSchemaCompiler:
     """Builds the :class:`CFG` of a schema; see the module docstring.  Options as
     :func:`compile_json_schema_cfg`."""
 
     def __init__(self, root, *, whitespace="compact", max_whitespace=16, lenient=False, draft=None,
                  time_limit=10.0, max_states=100_000, max_array_unroll=2048, max_string_length=256,
-                 max_floating_permutations=3, **regular_options):
+                 max_floating_permutations=3, property_order="declared", any_order_limit=1024, **regular_options):
         self.rc = _LeafCompiler(root, whitespace=whitespace, max_whitespace=max_whitespace, lenient=lenient,
                                draft=draft, time_limit=time_limit, max_states=max_states, recursion="error",
-                               extra_properties="anywhere", **regular_options)
+                               extra_properties="anywhere", property_order=property_order,
+                               any_order_limit=any_order_limit, **regular_options)
+        self.any_order = self.rc.any_order      # members in any order (see structgen.spec.property_order)
+        self.any_order_limit = int(any_order_limit)
         self.rc.max_string_length = int(max_string_length)
         self.root = root
         self.lenient = lenient
@@ -304,13 +316,17 @@ class CfgSchemaCompiler:
 
     # ------------------------------------------------------------------ errors
     def unsupported(self, keyword: str, ptr: str, why: str) -> None:
-        self.rc.unsupported(keyword, ptr, why)
+        try:
+            self.rc.unsupported(keyword, ptr, why)
+        except Unsupported as e:
+            raise grammar_only(e) from None
 
     # ------------------------------------------------------------------ entry
     def build(self) -> CFG:
         top = self.value(self.root, "", None)
         if top is None:
-            raise Unsupported("the schema allows no value (the grammar engine needs a non-empty language)", "#")
+            raise grammar_only(Unsupported("the schema allows no value (the grammar engine needs a non-empty "
+                                           "language)", "#"))
         alts = [(top,)]
         if self.ws is not None:
             # the trailing run is its own lexeme (no whitespace prefix of its own)
@@ -323,8 +339,8 @@ class CfgSchemaCompiler:
             trim(cfg)
         except GrammarError:
             # the grammar engine needs a non-empty language; the regular path represents this one
-            raise Unsupported("the schema allows no value (the grammar engine needs a non-empty language)",
-                              "#") from None
+            raise grammar_only(Unsupported("the schema allows no value (the grammar engine needs a non-empty "
+                                           "language)", "#")) from None
         return cfg
 
     # ------------------------------------------------------------------ values
@@ -334,7 +350,7 @@ class CfgSchemaCompiler:
             base = self.rc.base_of.get(id(s), self.rc.root_base) if isinstance(s, dict) else self.rc.root_base
         if s is True:
             return self.any_value()
-        if s is False:
+        if js.always_false(s, self.rc.draft):
             return None
         if not isinstance(s, dict):
             raise SchemaError(f"a schema must be an object or a boolean, got {type(s).__name__}", ptr)
@@ -570,6 +586,7 @@ class CfgSchemaCompiler:
         declared = list(props) + [k for k in required if k not in props]
         colon, comma = self.lit(":"), self.lit(",")
         members = []  # (symbols of the member, required)
+        keys = []     # property_order="any": the quoted key languages of the members that can occur
         for k in declared:
             where = f"{ptr}/properties/{js._esc_ptr(k)}"
             subs = [props[k]] if k in props else []
@@ -587,6 +604,8 @@ class CfgSchemaCompiler:
                 return []  # a required property that can have no value: no object
             key = self.term(rc.key_literal(k), "key")
             members.append(((key, colon, val) if val is not None else None, k in required))
+            if val is not None:
+                keys.append(rc.key_literal(k))
 
         # extra members: keys not declared, split by the patterns they match
         extra = []
@@ -613,9 +632,11 @@ class CfgSchemaCompiler:
                 if val is None:
                     continue
                 body = (ir.And(tuple(conds)) if len(conds) > 1 else conds[0]) if conds else js._ANY_STAR
-                key = self.term(ir.seq(ir.literal('"'), encode(body, "key"), ir.literal('"')), "xkey")
+                key_ir = ir.seq(ir.literal('"'), encode(body, "key"), ir.literal('"'))
+                key = self.term(key_ir, "xkey")
                 if key is not None:
                     extra.append((key, colon, val))
+                    keys.append(key_ir)
         n_req = sum(1 for m, r in members if r)
         n_opt = sum(1 for m, r in members if not r and m is not None)
         if max_p is not None and (extra or max_p < n_req + n_opt) or min_p > n_req:
@@ -626,6 +647,20 @@ class CfgSchemaCompiler:
             self.unsupported("minProperties" if min_p > n_req else "maxProperties", ptr,
                              "property counts over a recursive sub-schema")
         x = self.rule("X", extra) if extra else None
+        if self.any_order and (len(members) >= 2 or extra):
+            from . import property_order as po
+
+            if any(m is None and r for m, r in members):
+                return []  # a required key that can have no value
+            live = [(m, r) for m, r in members if m is not None]
+            # every key allowed / only declared keys: known without building the key automaton
+            open_keys = (len(keys) == 0) if not extra else \
+                (True if not pat_items and len(extra) == 1 and len(keys) == len(live) + 1 else None)
+            form = po.choose_form(keys, len(live), self.any_order_limit, open_keys)
+            if form != "declared":
+                return self._chain(live, x, form)
+            self.report.notes.append(po.note_declared(
+                ptr, len(live), f"2^{len(live)} key subsets > any_order_limit={self.any_order_limit}"))
         floating = members[len(props):]  # required keys without a declared place: any order
         if 2 <= len(floating) <= self.max_floating_permutations:
             start = []
@@ -634,9 +669,40 @@ class CfgSchemaCompiler:
             return start
         return self._chain(members, x)
 
-    def _chain(self, members: list, x) -> list:
-        """The object rules for members in this order (see the module docstring)."""
+    def _chain(self, members: list, x, order: str = "declared") -> list:
+        """The object rules for members in this order (see the module docstring).
+
+        ``order="repeat"`` / ``"subset"`` (``property_order="any"``, see
+        :mod:`structgen.spec.property_order`): members in any order, exact modulo duplicate keys.
+        "repeat": ``F_c -> O G_c | R G_{c+1}``, ``G_c -> "," F_c | ε (c = r)`` with ``c`` the
+        number of required members so far (O: optional and extra members, R: required ones);
+        "subset": ``F_U -> m_i G_{U+i} (i not in U) | X G_U``, ``G_U -> "," F_U | ε (U holds
+        every required member)`` over the sets U of declared members used."""
         comma, lb, rb = self.lit(","), self.lit("{"), self.lit("}")
+        if order == "repeat":
+            r = sum(1 for _, req in members if req)
+            opt = [m for m, req in members if not req] + ([(x,)] if x else [])
+            o = self.rule("O", opt) if opt else None
+            rq = self.rule("Rq", [m for m, req in members if req]) if r else None
+            f = [self._fresh("F") for _ in range(r + 1)]
+            g = [self._fresh("G") for _ in range(r + 1)]
+            for c in range(r + 1):
+                self.rules[f[c]] = ([(o, g[c])] if o else []) + ([(rq, g[c + 1])] if c < r else [])
+            for c in range(r + 1):
+                self.rules[g[c]] = ([(comma, f[c])] if self.rules[f[c]] else []) + ([()] if c == r else [])
+            return [(lb, f[0], rb)] + ([(lb, rb)] if r == 0 else [])
+        if order == "subset":
+            n = len(members)
+            need = sum(1 << i for i, (_, req) in enumerate(members) if req)
+            mem = [self.rule("M", [m]) for m, _ in members]  # shared: 2 symbols per alternative below
+            f = [self._fresh("F") for _ in range(1 << n)]
+            g = [self._fresh("G") for _ in range(1 << n)]
+            for u in range(1 << n):
+                alts = [(mem[i], g[u | 1 << i]) for i in range(n) if not u >> i & 1]
+                self.rules[f[u]] = alts + ([(x, g[u])] if x else [])
+            for u in range(1 << n):
+                self.rules[g[u]] = ([(comma, f[u])] if self.rules[f[u]] else []) + ([()] if u & need == need else [])
+            return [(lb, f[0], rb)] + ([(lb, rb)] if need == 0 else [])
         n = len(members)
         # Q_i / R_i: next declared member from i (R: after a comma); T_i: extras, then R_i
         q = [None] * (n + 2)
@@ -689,8 +755,8 @@ class CfgSchemaCompiler:
             return []
         top = max(k, lo) + 1 if hi is None else hi
         if top - k > self.max_array_unroll:
-            raise LimitExceeded(f"array bounds at #{ptr} unroll to {top} rule positions", "max_array_unroll",
-                                self.max_array_unroll)
+            raise grammar_only(LimitExceeded(f"array bounds at #{ptr} unroll to {top} rule positions",
+                                             "max_array_unroll", self.max_array_unroll))
         comma, lb, rb = self.lit(","), self.lit("["), self.lit("]")
 
         def elem(i):
@@ -785,7 +851,7 @@ class _Merger:
             raise _NotMergeable()
         if s is True:
             return
-        if s is False:
+        if js.always_false(s, self.o.rc.draft):
             out.append(False)
             return
         if not isinstance(s, dict):
@@ -877,13 +943,23 @@ class _Merger:
             for k, v in (c.get("properties") or {}).items():
                 props[k] = v if k not in props else {"allOf": [props[k], v]}
         closed = [c for c in comps if c.get("additionalProperties", True) is not True or c.get("patternProperties")]
-        if len(closed) > 1:
+        # several objects closed by additionalProperties: false (no patterns): exactly the keys all
+        # of them declare may occur (others are forbidden), each valid under every component
+        all_false = len(closed) > 1 and all(c.get("additionalProperties", True) is False
+                                            and not c.get("patternProperties") for c in closed)
+        if len(closed) > 1 and not all_false:
             first = closed[0]
             if not all(c.get("additionalProperties", True) == first.get("additionalProperties", True)
                        and c.get("patternProperties") == first.get("patternProperties")
                        and set(c.get("properties") or {}) == set(first.get("properties") or {}) for c in closed):
                 raise _NotMergeable()
-        if closed:
+        if all_false:
+            allowed = set.intersection(*[set(c.get("properties") or {}) for c in closed])
+            for k in list(props):
+                if k not in allowed:
+                    props[k] = False
+            out["additionalProperties"] = False
+        elif closed:
             c0 = closed[0]
             if c0.get("patternProperties"):
                 pats = list(c0["patternProperties"].items())
