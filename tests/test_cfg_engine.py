@@ -608,3 +608,23 @@ def test_union_walk_equals_bucket_walks(seed, llama3):
         assert np.array_equal(w1, w2), trial
         assert np.array_equal(np.sort(o1[:n1]), o2[:n2]), trial
         assert w1.any() or trial >= 2
+
+
+def test_masks_while_the_background_prefill_runs(llama3):
+    """sg.compile starts a prefill thread for Lark grammars; masks computed while it runs (and
+    after it) equal those of an engine without one."""
+    import structgen as sg
+
+    text = grammars.load("sql")
+    ids = llama3.encode("SELECT a.name, COUNT(*) AS n FROM users AS a WHERE a.age >= 18 LIMIT 10;")
+    plain = compile_cfg(lark_to_cfg(text), llama3).matcher()
+    for _ in range(3):
+        cg = sg.compile(sg.Grammar.from_lark(text), llama3, cache=False)
+        assert cg.engine.prefill_thread is not None
+        m = cg.matcher()
+        plain.reset()
+        for t in ids:
+            assert np.array_equal(m.mask_words(), plain.mask_words())
+            assert m.advance(t) and plain.advance(t)
+        cg.engine.prefill_thread.join()
+        assert cg.engine.cache.n_entries > 0

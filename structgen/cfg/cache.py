@@ -40,7 +40,7 @@ class _Snapshot:
 class MaskCache:
     """Append-only pools of cached mask parts for one compiled grammar."""
 
-    def __init__(self, trie, max_bytes: int = 256 << 20):
+    def __init__(self, trie, n_words: int, max_bytes: int = 256 << 20):
         self.max_bytes = int(max_bytes)
         self.lock = threading.Lock()
         self.clears = 0
@@ -51,8 +51,10 @@ class MaskCache:
                              self._root_kids, self._root_kb)
         self._n_root_kids = int(n)
         self.snap = self._empty()
-        self.scr_words = self.scr_nodes = self.lstack = None  # fill scratch (used under ``lock``)
-        self.roots: dict = {}  # frontier lexer states (sorted tuple) -> their root bits, dense
+        # fill scratch (used under ``lock``), allocated here: a reader thread must never see it half-made
+        self.alloc_scratch(n_words, trie.node_depth.shape[0], int(trie.max_depth) + 2)
+        self.roots: dict = {}
+        self.waiting = np.zeros(1, np.int64)  # matchers waiting for ``lock``: the prefill steps aside  # frontier lexer states (sorted tuple) -> their root bits, dense
 
     def root_bits(self, snap: _Snapshot, gs: np.ndarray):
         """The OR of the root-level bits of lexer states ``gs`` (a frontier), cached per
@@ -61,8 +63,6 @@ class MaskCache:
         hit = self.roots.get(key)
         if hit is not None:
             return hit
-        if self.scr_words is None:
-            return None
         words = np.zeros(self.scr_words.shape[0], np.uint32)
         if not mk.or_roots(np.asarray(key, np.int64), snap.ht_keys, snap.ht_vals, snap.ent_boff,
                            snap.ent_bn, snap.bidx, snap.bval, words):
@@ -86,22 +86,23 @@ class MaskCache:
 
     def _empty(self) -> _Snapshot:
         s = _Snapshot()
-        # generous first sizes (np.zeros pages cost nothing until touched): growing a pool copies it,
-        # a spike in the latency of the mask that triggers it
-        s.ht_keys = np.full(1 << 13, -1, np.int64)
-        s.ht_vals = np.zeros(1 << 13, np.int32)
-        s.ent_bl2 = np.zeros(1 << 12, np.int32)
-        s.ent_boff = np.zeros(1 << 12, np.int64)
-        s.ent_bn = np.zeros(1 << 12, np.int32)
-        s.bidx = np.zeros(1 << 20, np.int32)
-        s.bval = np.zeros(1 << 20, np.uint32)
-        s.bl_off = np.zeros(1 << 12, np.int64)
-        s.bl_nodes = np.zeros(1 << 19, np.int32)
-        s.bl_kb = np.zeros(257 * (1 << 10), np.int64)
-        s.bl_kids = np.zeros(1 << 19, np.int32)
-        s.bl_term = np.full(1 << 12, -1, np.int32)
-        s.bl_uoff = np.zeros(1 << 12, np.int64)
-        s.bl_un = np.zeros(1 << 12, np.int32)
+        # first sizes: room for a typical grammar's first masks without growing (growing copies a
+        # pool, a spike in the mask that triggers it), small enough that a JSON Schema compiled for
+        # one request does not pay for allocating (and later freeing) megabytes
+        s.ht_keys = np.full(1 << 12, -1, np.int64)
+        s.ht_vals = np.zeros(1 << 12, np.int32)
+        s.ent_bl2 = np.zeros(1 << 10, np.int32)
+        s.ent_boff = np.zeros(1 << 10, np.int64)
+        s.ent_bn = np.zeros(1 << 10, np.int32)
+        s.bidx = np.zeros(1 << 17, np.int32)
+        s.bval = np.zeros(1 << 17, np.uint32)
+        s.bl_off = np.zeros(1 << 10, np.int64)
+        s.bl_nodes = np.zeros(1 << 15, np.int32)
+        s.bl_kb = np.zeros(257 * (1 << 8), np.int64)
+        s.bl_kids = np.zeros(1 << 15, np.int32)
+        s.bl_term = np.full(1 << 10, -1, np.int32)
+        s.bl_uoff = np.zeros(1 << 10, np.int64)
+        s.bl_un = np.zeros(1 << 10, np.int32)
         # boundary list 0 is the trie root alone
         s.bl_off[1] = 1
         s.bl_nodes[0] = 0
@@ -144,9 +145,6 @@ class MaskCache:
             return 0
         deadline = time.perf_counter() + seconds
         tb = engine.tables
-        with self.lock:
-            if self.scr_words is None:
-                self.alloc_scratch(engine.words, engine.trie.node_depth.shape[0], int(engine.trie.max_depth) + 2)
         starts = np.unique(tb.tstart)
         rest = np.setdiff1d(np.arange(tb.trans.shape[0], dtype=np.int32), starts)
         gs = np.concatenate([starts, rest]).astype(np.int32)

@@ -410,7 +410,7 @@ class CompiledCFG:
         self.words = (int(vocab.logits_width) + 31) // 32
         self.eos = np.asarray(vocab.eos_ids, np.int64)
         self._eos_set = set(self.eos.tolist())
-        self.cache = MaskCache(trie, max_cache_bytes)
+        self.cache = MaskCache(trie, (int(vocab.logits_width) + 31) // 32, max_cache_bytes)
         self.free_lexer()
         self.runs()
         self.compile_seconds = time.perf_counter() - t0

@@ -209,8 +209,6 @@ class CFGMatcher(Matcher):
     def _run(self, e, snap, words, fill: bool, root_done: bool) -> int:
         """One call of the mask kernel, growing this matcher's buffers as needed."""
         cache = e.cache
-        if cache.scr_words is None:
-            cache.alloc_scratch(e.words, e.trie.node_depth.shape[0], int(e.trie.max_depth) + 2)
         for _ in range(64):
             if self._estamp.shape[0] < snap.ent_bl2.shape[0]:
                 self._estamp = np.zeros(snap.ent_bl2.shape[0], np.int64)
