@@ -196,6 +196,19 @@ def walk_kids(kids, kb, g0, trans, gacc, gout, node_byte, node_depth, node_end, 
     return nb
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _add_state(act, d, n, t):
+    """Add lexer state ``t`` (-1: none) to the set ``act[d, :n]`` unless there; the new size.
+    The set never outgrows its row: at depth d at most d + 1 lexemes are in progress."""
+    if t < 0:
+        return n
+    for z in range(n):
+        if act[d, z] == t:
+            return n
+    act[d, n] = t
+    return n + 1
+
+
 @njit(cache=True, nogil=True)
 def union_walk(u, fb, g0, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
                nmark, bstamp, act, actn, isb, words, out_nodes):
@@ -209,7 +222,6 @@ def union_walk(u, fb, g0, trans, gacc, gout, node_byte, node_depth, node_end, to
     ``act[d]`` / ``actn[d]`` / ``isb[d]``: the state set at depth ``d`` of the current path
     and whether that node is a boundary."""
     nu = u.shape[0]
-    cap = act.shape[1]
     nb = 0
     k = 0
     while k < nu:
@@ -226,27 +238,9 @@ def union_walk(u, fb, g0, trans, gacc, gout, node_byte, node_depth, node_end, to
             pd = d - 1
             n = 0
             for q in range(actn[pd]):
-                t = trans[act[pd, q], x]
-                if t >= 0:
-                    new = True
-                    for z in range(n):
-                        if act[d, z] == t:
-                            new = False
-                            break
-                    if new and n < cap:
-                        act[d, n] = t
-                        n += 1
+                n = _add_state(act, d, n, trans[act[pd, q], x])
             if isb[pd] and fb[x]:
-                t = trans[g0, x]
-                if t >= 0:
-                    new = True
-                    for z in range(n):
-                        if act[d, z] == t:
-                            new = False
-                            break
-                    if new and n < cap:
-                        act[d, n] = t
-                        n += 1
+                n = _add_state(act, d, n, trans[g0, x])
             bnd = nmark[i] == bstamp
             if bnd:
                 k += 1
