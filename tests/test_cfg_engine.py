@@ -510,6 +510,25 @@ def test_mask_cache_is_bounded(llama3):
     assert small.cache.nbytes() < big.cache.nbytes()
 
 
+def test_prefill_stops_when_the_cache_is_cleared(llama3):
+    """A prefill that outgrows max_cache_bytes stops at the clear (its list ids would point
+    into the emptied pools: it used to read out of bounds); masks after it are unchanged."""
+    text = grammars.load("sql")
+    small = compile_cfg(lark_to_cfg(text), llama3, max_cache_bytes=1 << 20)
+    small.cache.prefill(small, 60.0)
+    assert small.cache.clears == 1 and not small.cache.prefilled  # it stopped at the first clear
+    from structgen.cfg import mask as mk
+
+    snap = small.cache.snap  # every cached entry names a list that exists
+    keys = snap.ht_keys[snap.ht_keys >= 0]
+    assert (keys // small.tables.trans.shape[0] < snap.cnt[mk.C_BL]).all()
+    big = compile_cfg(lark_to_cfg(text), llama3)
+    mb, ms = big.matcher(), small.matcher()
+    for t in llama3.encode("SELECT a.x FROM t WHERE a.y IN (1, 2);"):
+        assert np.array_equal(mb.mask_words(), ms.mask_words())
+        assert mb.advance(t) and ms.advance(t)
+
+
 def _forced_bytes_brute(m, limit=64) -> bytes:
     f = m.fork()
     out = bytearray()
@@ -610,14 +629,17 @@ def test_union_walk_equals_bucket_walks(seed, llama3):
         assert w1.any() or trial >= 2
 
 
-def test_masks_while_the_background_prefill_runs(llama3):
-    """sg.compile starts a prefill thread for Lark grammars; masks computed while it runs (and
-    after it) equal those of an engine without one."""
+def test_masks_while_the_background_prefill_runs(llama3, monkeypatch):
+    """Compile prefills the cache for a while, then leaves the rest to a thread; masks computed
+    while it runs (and after it) equal those of an engine without one."""
     import structgen as sg
+    from structgen.cfg import engine as E
 
     text = grammars.load("sql")
     ids = llama3.encode("SELECT a.name, COUNT(*) AS n FROM users AS a WHERE a.age >= 18 LIMIT 10;")
     plain = compile_cfg(lark_to_cfg(text), llama3).matcher()
+    # the shipped SQL grammar's prefill ends within compile: leave almost all of it to the thread
+    monkeypatch.setattr(E, "PREFILL_SYNC_SECONDS", 0.0005)
     for _ in range(3):
         cg = sg.compile(sg.Grammar.from_lark(text), llama3, cache=False)
         assert cg.engine.prefill_thread is not None
@@ -628,3 +650,21 @@ def test_masks_while_the_background_prefill_runs(llama3):
             assert m.advance(t) and plain.advance(t)
         cg.engine.prefill_thread.join()
         assert cg.engine.cache.n_entries > 0
+
+
+def test_prefill_covers_first_masks(llama3):
+    """Prefilled to its fixpoint (all levels), the cache holds every entry the masks at and right
+    after the start need: they compute nothing.  (Compile stops at three levels or 20 ms.)"""
+    import structgen as sg
+
+    cg = sg.compile(sg.Grammar.from_lark(grammars.load("sql")), llama3, cache=False)
+    if cg.engine.prefill_thread is not None:
+        cg.engine.prefill_thread.join()
+    cg.engine.cache.prefill(cg.engine, 60.0, levels=12)
+    assert cg.engine.cache.prefilled
+    n0 = cg.engine.cache.n_entries
+    for text in ["", "SELECT", "SELECT a"]:
+        m = cg.matcher()
+        assert m.advance_bytes(text.encode())
+        m.mask_words()
+        assert cg.engine.cache.n_entries == n0, text

@@ -61,6 +61,29 @@ def test_prefixed_literal(text):
             assert a.fullmatch(data) == (len(pre) <= 3 and s == text), data
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_chain_terminals_match_builder(seed):
+    """Literals and chains of ASCII sets ("select"i) take ``literal_dfa``: same language and
+    size as the builder's minimal DFA; anything else is left to the builder."""
+    from structgen.automaton.build import build_dfa
+    from structgen.cfg.terminals import literal_dfa
+
+    rng = random.Random(seed)
+    pool = ["a", "b", "\u00e9", "[ab]", "[a-c0]", "[Ss]", "x", "[^a]", "\u20ac", "[a\u00e9]"]
+    for _ in range(40):
+        pattern = "".join(rng.choice(pool) for _ in range(rng.randint(1, 6)))
+        node = regex_to_ir(pattern)
+        fast, ref = build(node), build_dfa(node)
+        chain = literal_dfa(node.items if isinstance(node, ir.Seq) else (node,))
+        non_ascii_set = "[^a]" in pattern or "[a\u00e9]" in pattern
+        assert (chain is None) == non_ascii_set, pattern
+        assert fast.n_states == ref.n_states, pattern
+        for _ in range(300):
+            s = "".join(rng.choice("abcSsx0\u00e9\u20ac") for _ in range(rng.randint(0, 7))).encode()
+            assert fast.fullmatch(s) == ref.fullmatch(s), (pattern, s)
+            assert (fast.walk(s) >= 0) == (ref.walk(s) >= 0), (pattern, s)
+
+
 def test_prefixed_build_state_limit():
     node = ir.seq(ir.Repeat(_WS_CHARS, 0, 4), ir.literal("abcdefgh"))
     with pytest.raises(Exception):

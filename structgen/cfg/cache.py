@@ -53,8 +53,8 @@ class MaskCache:
         self.snap = self._empty()
         # fill scratch (used under ``lock``), allocated here: a reader thread must never see it half-made
         self.alloc_scratch(n_words, trie.node_depth.shape[0], int(trie.max_depth) + 2)
-        self.roots: dict = {}
-        self.waiting = np.zeros(1, np.int64)  # matchers waiting for ``lock``: the prefill steps aside  # frontier lexer states (sorted tuple) -> their root bits, dense
+        self.roots: dict = {}  # frontier lexer states (sorted tuple) -> their root bits, dense
+        self.prefilled = False  # a prefill ran to completion
 
     def root_bits(self, snap: _Snapshot, gs: np.ndarray):
         """The OR of the root-level bits of lexer states ``gs`` (a frontier), cached per
@@ -133,12 +133,14 @@ class MaskCache:
         w.cnt = s.cnt.copy()
         return w
 
-    def prefill(self, engine, seconds: float) -> int:
+    def prefill(self, engine, seconds: float, batch: int = 8, levels: int = 3) -> int:
         """Spend up to ``seconds`` computing cache entries a first mask would otherwise pay
         for: the root-level entries of every lexer state (start states first), then those of
-        the terminals that can start below each boundary list found so far.  Works in small
-        batches, each under the lock and published at once, so it can run in a background
-        thread while matchers compute masks.  Returns the number of entries computed."""
+        the terminals that can start below each boundary list found, for tokens of up to ``levels``
+        lexemes.  Works in small batches, each under the lock and published at once, so it can
+        run in a background thread while matchers compute masks (there ``batch=1``: a matcher
+        that needs the lock waits for one entry at most).  Stops when the cache is cleared
+        (``max_bytes``).  Returns the number of entries computed."""
         import time
 
         if seconds <= 0:
@@ -148,25 +150,31 @@ class MaskCache:
         starts = np.unique(tb.tstart)
         rest = np.setdiff1d(np.arange(tb.trans.shape[0], dtype=np.int32), starts)
         gs = np.concatenate([starts, rest]).astype(np.int32)
-        n = self._fill(engine, np.zeros(gs.shape[0], np.int32), gs, deadline)
+        epoch = self.clears  # a fill that finds the cache cleared stops: list ids changed meaning
+        n = self._fill(engine, np.zeros(gs.shape[0], np.int32), gs, deadline, batch, epoch)
         if n < 0:
             return -n - 1
-        # second level: lexemes starting below the boundary lists of those entries
+        # then lexemes starting below the boundary lists those entries made, then below the lists
+        # that these make (tokens of three lexemes or more), and so on for ``levels`` levels (the
+        # closure can be large: the C grammar's has tens of thousands of lists)
         first = (tb.trans[starts] >= 0)  # (start states, 256)
-        snap = self.snap
-        for b in range(1, int(snap.cnt[mk.C_BL])):
-            kb = snap.bl_kb[257 * b:257 * b + 257]
-            present = (kb[1:] - kb[:-1]) > 0
-            g2 = starts[(first & present).any(axis=1)].astype(np.int32)
-            k = self._fill(engine, np.full(g2.shape[0], b, np.int32), g2, deadline)
-            if k < 0:
-                return n - k - 1
-            n += k
+        lo, hi = 1, int(self.snap.cnt[mk.C_BL])
+        for _ in range(levels - 1):
+            for b in range(lo, hi):
+                # the terminals that may follow the one ending there (a mask looks their entries
+                # up even where none of their first bytes is below the list: empty entries)
+                g2 = starts[(first & (tb.follow[self.snap.bl_term[b]] > 0)).any(axis=1)].astype(np.int32)
+                k = self._fill(engine, np.full(g2.shape[0], b, np.int32), g2, deadline, batch, epoch)
+                if k < 0:
+                    return n - k - 1
+                n += k
+            lo, hi = hi, int(self.snap.cnt[mk.C_BL])
+        self.prefilled = True
         return n
 
-    def _fill(self, engine, bls, gs, deadline) -> int:
+    def _fill(self, engine, bls, gs, deadline, batch: int, epoch: int) -> int:
         """Compute the entries ``(bls, gs)`` in batches: the number computed, or ``-1 - that``
-        when ``deadline`` stopped it."""
+        when ``deadline`` stopped it or the cache was cleared since ``clears`` was ``epoch``."""
         import time
 
         tb = engine.tables
@@ -176,8 +184,10 @@ class MaskCache:
                 return -1 - made
             with self.lock:
                 w = self.begin_fill()
+                if self.clears != epoch:
+                    return -1 - made
                 n0 = int(w.cnt[mk.C_ENT])
-                k, st = mk.fill_entries(bls[done:done + 8], gs[done:done + 8], tb.trans, tb.gacc, tb.gout, tb.gterm,
+                k, st = mk.fill_entries(bls[done:done + batch], gs[done:done + batch], tb.trans, tb.gacc, tb.gout, tb.gterm,
                                         tb.follow, *engine._trie_args, *w.arrays(), *self.scratch(),
                                         *engine.free_lexer(), *engine.runs())
                 if st == mk.CACHE_FULL:

@@ -30,7 +30,7 @@ from ..errors import GrammarError, LimitExceeded
 from . import diskcache
 from .cache import MaskCache
 from .grammar import CFG, trim
-from .terminals import build
+from .terminals import build, literal_dfa as _literal_dfa
 
 _START = "$start"
 _STORE_AFTER = 0.02  # seconds
@@ -237,23 +237,6 @@ def _prefixed_build(node: ir.Node, max_states: int) -> ByteDFA:
     return d
 
 
-def _literal_dfa(items):
-    """The DFA of a literal (``items`` all one-code-point CharSets), or None."""
-    if not all(isinstance(c, ir.CharSet) and len(c.ranges) == 1 and c.ranges[0][0] == c.ranges[0][1]
-               for c in items):
-        return None
-    data = np.frombuffer("".join(chr(c.ranges[0][0]) for c in items).encode("utf-8", "surrogatepass"), np.uint8)
-    used = np.unique(data)
-    bc = np.zeros(256, np.int32)
-    bc[used] = np.arange(1, used.shape[0] + 1)
-    L = data.shape[0]
-    tr = np.full((L + 1, used.shape[0] + 1), -1, np.int32)
-    tr[np.arange(L), bc[data]] = np.arange(1, L + 1)
-    acc = np.zeros(L + 1, bool)
-    acc[L] = True
-    return ByteDFA(bc, tr, acc, 0)
-
-
 def _chain_before(d: ByteDFA, ranges, k: int, max_states: int):
     """The DFA of ``C{0,k} L(d)`` for ASCII ranges ``C`` and a DFA ``d`` starting at state 0, or
     None when ``d`` is empty or its start steps on a byte of ``C`` (the chain would not be
@@ -386,12 +369,13 @@ class CompiledCFG:
 
     ``max_cache_bytes`` bounds the per-grammar cache of mask parts
     (:class:`~structgen.cfg.cache.MaskCache`); past it the cache starts afresh.
-    ``prefill_seconds``: CPU time a background thread (``prefill_thread``) spends after
-    compilation computing mask parts that first masks would otherwise pay for
-    (:meth:`MaskCache.prefill`); masks computed meanwhile are exact and only wait for one small
-    batch at most.  Worth it for a grammar compiled once and used many times
+    ``prefill_seconds``: time spent computing mask parts that first masks would otherwise pay
+    for (:meth:`MaskCache.prefill`): up to ``PREFILL_SYNC_SECONDS`` of it before returning (the
+    shipped grammars' prefills finish there), the rest in a background thread
+    (``prefill_thread``, None when not needed); masks computed meanwhile are exact and wait for
+    one cache entry at most.  Worth it for a grammar compiled once and used many times
     (:func:`structgen.compile` gives Lark and GBNF grammars ``PREFILL_SECONDS``), not for a
-    one-off JSON Schema, whose compile would compete with its own first masks.
+    one-off JSON Schema, whose time to first mask it would lengthen.
     """
 
     def __init__(self, cfg: CFG, vocab, *, max_states: int = 100_000, max_lexer_states: int = 200_000,
@@ -413,12 +397,19 @@ class CompiledCFG:
         self.cache = MaskCache(trie, (int(vocab.logits_width) + 31) // 32, max_cache_bytes)
         self.free_lexer()
         self.runs()
-        self.compile_seconds = time.perf_counter() - t0
         self.prefill_thread = None
         if prefill_seconds > 0:
-            self.prefill_thread = threading.Thread(target=self.cache.prefill, args=(self, prefill_seconds),
-                                                   name="structgen-prefill", daemon=True)
-            self.prefill_thread.start()
+            # the first part before returning, so that the first masks do not wait on the
+            # thread for the lock; the rest in the background
+            sync = min(prefill_seconds, PREFILL_SYNC_SECONDS)
+            t1 = time.perf_counter()
+            self.cache.prefill(self, sync)
+            rest = prefill_seconds - (time.perf_counter() - t1)
+            if rest > 0 and not self.cache.prefilled:
+                self.prefill_thread = threading.Thread(target=self.cache.prefill, args=(self, rest, 1),
+                                                       name="structgen-prefill", daemon=True)
+                self.prefill_thread.start()
+        self.compile_seconds = time.perf_counter() - t0
 
     def free_lexer(self):
         """``(trans[S, 256], zeros[S], out[S])``: a DFA of the prefixes of any sequence of
@@ -477,6 +468,7 @@ class CompiledCFG:
 
 
 PREFILL_SECONDS = 0.05
+PREFILL_SYNC_SECONDS = 0.02  # of which spent inside compile
 
 _WARM = False
 

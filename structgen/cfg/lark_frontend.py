@@ -33,6 +33,24 @@ def _line_col_of(text: str, name: str, definition: bool = False):
     return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
 
 
+_DEFINITION = re.compile(r"^([ \t]*[?!]?)(\w+)(\.\d+)?[ \t]*(\{[^}\n]*\})?[ \t]*:", re.M)
+
+
+def _definitions(text: str) -> dict:
+    """name -> (line, column) of its first definition (``name:``), in one pass over ``text``."""
+    out: dict = {}
+    line, last = 1, 0
+    for m in _DEFINITION.finditer(text):
+        name = m.group(2)
+        if name in out:
+            continue
+        pos = m.start(1) + len(m.group(1)) - len(m.group(1).lstrip())  # at the ``?``/``!`` if any
+        line += text.count("\n", last, pos)
+        last = pos
+        out[name] = (line, pos - (text.rfind("\n", 0, pos) + 1) + 1)
+    return out
+
+
 def _bad_regex_position(text: str, default=(1, 1)):
     """(line, column) of the first /regex/ literal that Python's ``re`` rejects (else ``default``)."""
     for m in re.finditer(r"/((?:[^/\\\n]|\\.)+)/[imslux]*", text):
@@ -106,6 +124,7 @@ def _lark_to_cfg(text: str, start: str) -> CFG:
     except Exception as e:  # regex compile errors from the `re`/`regex` module
         raise GrammarError(f"Lark grammar: bad regex: {e}", *_bad_regex_position(text)) from None
 
+    defined = _definitions(text)
     positions = {}
     rules: dict = {}
     for r in rule_defs:
@@ -113,13 +132,13 @@ def _lark_to_cfg(text: str, start: str) -> CFG:
         lhs = str(lhs)
         rules.setdefault(lhs, []).append(tuple(str(s.name) for s in r.expansion))
         if lhs not in positions:
-            lc = _line_col_of(text, lhs.lstrip("?"), definition=True)
-            if lc[0] is not None:
+            lc = defined.get(lhs.lstrip("?"))
+            if lc is not None:
                 positions[lhs] = lc
     terminals = {}
     for t in terminal_defs:
         name = str(t.name)
-        lc = _line_col_of(text, name, definition=True)
+        lc = defined.get(name, (None, None))
         if lc[0] is not None:
             positions[name] = lc
         pat = t.pattern

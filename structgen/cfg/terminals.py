@@ -6,6 +6,8 @@ terminals that rely on lazy quantifiers or lookbehind.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..automaton import ir
 from ..automaton.dfa import ByteDFA
 from ..errors import RegexError, Unsupported
@@ -36,7 +38,42 @@ def regex_to_ir(pattern: str, where: str = "") -> ir.Node:
 
 
 def build(node: ir.Node, max_states: int = 100_000) -> ByteDFA:
-    """A trimmed ByteDFA for ``node``."""
+    """A trimmed ByteDFA for ``node`` (a literal directly: keywords are most of a grammar's terminals)."""
     from ..automaton.build import build_dfa
 
-    return build_dfa(node, max_states=max_states)
+    d = literal_dfa(node.items if isinstance(node, ir.Seq) else (node,))
+    return d if d is not None else build_dfa(node, max_states=max_states)
+
+
+def literal_dfa(items):
+    """The minimal DFA of a fixed-length chain of byte sets, or None: ``items`` all CharSets,
+    each one code point or ASCII only (a literal, a case-insensitive keyword ``"select"i``)."""
+    sets = []
+    for c in items:
+        if not isinstance(c, ir.CharSet) or not c.ranges:
+            return None
+        if len(c.ranges) == 1 and c.ranges[0][0] == c.ranges[0][1]:
+            for b in chr(c.ranges[0][0]).encode("utf-8", "surrogatepass"):
+                sets.append(((b, b),))
+        elif c.ranges[-1][1] < 0x80:
+            sets.append(c.ranges)
+        else:
+            return None
+    if not sets:
+        return None
+    L = len(sets)
+    member = np.zeros((L, 256), bool)
+    for i, ranges in enumerate(sets):
+        for a, b in ranges:
+            member[i, a:b + 1] = True
+    # byte classes: bytes with the same membership at every position
+    keys, bc = np.unique(np.packbits(member, axis=0).T, axis=0, return_inverse=True)
+    bc = bc.reshape(256).astype(np.int32)
+    tr = np.full((L + 1, keys.shape[0]), -1, np.int32)
+    col_of = np.zeros((L, keys.shape[0]), bool)
+    col_of[:, bc] = member  # a class is in set i iff its bytes are
+    i_idx, c_idx = np.nonzero(col_of)
+    tr[i_idx, c_idx] = i_idx + 1
+    acc = np.zeros(L + 1, bool)
+    acc[L] = True
+    return ByteDFA(bc, tr, acc, 0)
