@@ -375,9 +375,16 @@ def _char_step(c, trans, gacc, u_trans, u_acc, u0, pd, pu):
     """Where one character of the run character set takes lexer state ``c``: the state
     every character leads to, -1 when every one dies, -2 when they disagree (or the lexeme
     could end inside a character)."""
+    return _char_rest(c, u0, trans, gacc, u_trans, u_acc, pd, pu)
+
+
+@njit(cache=True, nogil=True)
+def _char_rest(c, u, trans, gacc, u_trans, u_acc, pd, pu):
+    """:func:`_char_step` from lexer state ``c`` with the character automaton in state ``u``
+    (part of a character read): where the rest of every character leads."""
     out = -3
     pd[0] = c
-    pu[0] = u0
+    pu[0] = u
     n = 1
     head = 0
     while head < n:
@@ -456,6 +463,109 @@ def chain_budget(g, trans, gacc, u_trans, u_acc, u0, maxc, chain):
 
 
 @njit(cache=True, nogil=True)
+def first_byte_budgets(g, trans, gacc, u_trans, u_acc, u0, maxc, chain, vals):
+    """Per first byte ``x``, ``vals[x]``: -3 when no run character starts with ``x``; else,
+    when every run character starting with ``x`` takes lexer state ``g`` alike -- through
+    non-accepting states to one state ``f`` -- the number of run characters a token starting
+    with one of them may have (``1 +`` :func:`chain_budget` of ``f``, at most ``maxc``; 0 when
+    they all die), so that such a token made only of run characters is allowed from ``g``
+    exactly when it has at most ``vals[x]`` of them; -1 when that does not hold."""
+    pd = np.empty(64, np.int32)
+    pu = np.empty(64, np.int32)
+    for x in range(256):
+        un = u_trans[u0, x]
+        if un < 0:
+            vals[x] = -3
+            continue
+        dn = trans[g, x]
+        if dn < 0:
+            vals[x] = 0
+            continue
+        if u_acc[un]:
+            f = dn
+        elif gacc[dn]:
+            f = -2
+        else:
+            f = _char_rest(dn, un, trans, gacc, u_trans, u_acc, pd, pu)
+        if f == -1:
+            vals[x] = 0
+        elif f < 0 or gacc[f]:
+            vals[x] = -1
+        else:
+            r = chain_budget(f, trans, gacc, u_trans, u_acc, u0, maxc, chain)
+            vals[x] = -1 if r < 0 else min(r + 1, maxc)
+
+
+@njit(cache=True, nogil=True)
+def split_budget(g, trans, gacc, u_trans, u_acc, u0, maxc, chain, kb, kids, node_end, tok_ptr, full):
+    """For a root walk from a lexer state that run characters do not all move alike
+    (:func:`chain_budget` -1): the budget ``R`` shared by the first bytes that hold most of
+    the vocabulary (:func:`first_byte_budgets`), so that the run tokens starting with those
+    come from the per-vocabulary table (``cum[R]``) and only the others need a full walk:
+    ``full[x] = 1`` for the first bytes whose subtrees must be walked in full (their run
+    tokens are not those of ``cum[R]``).  -1 (``full`` untouched) when that would not save
+    at least half of the walk."""
+    vals = np.empty(256, np.int64)
+    first_byte_budgets(g, trans, gacc, u_trans, u_acc, u0, maxc, chain, vals)
+    tk = np.zeros(256, np.int64)  # tokens below each first byte's children
+    gain = np.zeros(maxc + 1, np.int64)
+    base = 0
+    total = 0
+    for x in range(256):
+        if vals[x] == -3:
+            continue
+        for q in range(kb[x], kb[x + 1]):
+            c = kids[q]
+            tk[x] += tok_ptr[node_end[c]] - tok_ptr[c]
+        # cost of a bucket outside the shared budget: clear its bits, walk it (a dying one: clear)
+        w = tk[x] if vals[x] == 0 else 2 * tk[x]
+        total += w
+        if vals[x] != 0:
+            base += 2 * tk[x]
+        if vals[x] >= 0:
+            gain[vals[x]] += w
+    best = 0
+    for v in range(maxc + 1):
+        if gain[v] > gain[best]:
+            best = v
+    if 2 * (total - gain[best]) >= base:
+        return -1
+    for x in range(256):
+        full[x] = 1 if (vals[x] != -3 and vals[x] != best) else 0
+    return best
+
+
+@njit(cache=True, nogil=True)
+def walk_split(kids, kb, g0, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
+               stack, words, out_nodes, nmark, nstamp, impure, full):
+    """:func:`walk_kids` with ``skip`` for the buckets of bytes ``x`` without ``full[x]``; the
+    buckets with ``full[x]`` are first cleared in ``words`` (every token below their
+    children), then walked in full."""
+    for x in range(256):
+        if full[x]:
+            for q in range(kb[x], kb[x + 1]):
+                c = kids[q]
+                for k in range(tok_ptr[c], tok_ptr[node_end[c]]):
+                    t = tok_ids[k]
+                    words[t >> 5] &= ~(np.uint32(1) << np.uint32(t & 31))
+    nb = 0
+    for x in range(256):
+        lo = kb[x]
+        hi = kb[x + 1]
+        if lo == hi:
+            continue
+        g = trans[g0, x]
+        if g < 0:
+            continue
+        for q in range(lo, hi):
+            nb = _walk_kid(kids[q], g, gacc, gout, trans, node_byte, node_depth, node_end, tok_ptr, tok_ids,
+                           stack, words, out_nodes, nb, nmark, nstamp, impure, full[x] == 0)
+            if nb < 0:
+                return -1
+    return nb
+
+
+@njit(cache=True, nogil=True)
 def lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, node_end, tok_ptr, tok_ids,
              ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_kb, bl_kids, bl_term, bl_uoff, bl_un, cnt,
              scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb, ftrans, facc, fout,
@@ -476,6 +586,13 @@ def lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, nod
     tokens below its nodes whose rest is a prefix of some sequence of lexemes (the
     free lexer ``ftrans``, parser ignored): a superset of what lexemes starting
     there can allow, so :func:`expand_mask` skips a list once they are all allowed.
+
+    Root walks (list 0) from states inside a JSON string take the tokens made only of
+    string characters ("run tokens") from the per-vocabulary table ``cum`` by length and
+    skip the subtrees that hold nothing else: for every first byte when the state counts
+    characters alike (:func:`chain_budget`), else for the first bytes that share one budget
+    (:func:`split_budget`: a key other than the declared ones after a prefix of some of
+    them, where only the bytes that continue a declared key are walked in full).
     Returns the entry id, -1 when a pool is full (nothing is published: the
     counters only move at the end), -2 when ``scr_nodes`` is too small.
     """
@@ -501,14 +618,26 @@ def lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, nod
         # a root walk from a state counting run characters (inside a JSON string): the run
         # tokens' bits come from the per-vocabulary table, the walk skips their subtrees
         skip = False
+        split = False
+        full = np.zeros(256, np.uint8)
         if bl == 0 and cum.shape[0] > 1:
             r = chain_budget(g, trans, gacc, u_trans, u_acc, u0, cum.shape[0] - 1, chain)
+            if r < 0:
+                # by first byte: most first characters lead alike (a key "other than these"
+                # after a prefix of some of them), the others' subtrees are walked in full
+                r = split_budget(g, trans, gacc, u_trans, u_acc, u0, cum.shape[0] - 1, chain, kb, bl_kids,
+                                 node_end, tok_ptr, full)
+                split = r >= 0
             if r >= 0:
                 skip = True
                 for w in range(scr_words.shape[0]):
                     scr_words[w] |= cum[r, w]
-        nb = walk_kids(bl_kids, kb, g, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
-                       lstack, scr_words, scr_nodes, nmark, st, impure, skip)
+        if split:
+            nb = walk_split(bl_kids, kb, g, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
+                            lstack, scr_words, scr_nodes, nmark, st, impure, full)
+        else:
+            nb = walk_kids(bl_kids, kb, g, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
+                           lstack, scr_words, scr_nodes, nmark, st, impure, skip)
         if nb < 0:
             return -2
         sort_marked(scr_nodes, nb, nmark, st, scr_nodes)

@@ -20,6 +20,8 @@ from . import mask as mk
 class CFGMatcher(Matcher):
     """Matcher over a :class:`~structgen.cfg.engine.CompiledCFG`."""
 
+    MASK_WORDS_FRESH = True  # mask_words() returns a new array (a wrapper may modify it)
+
     def __init__(self, engine, _empty: bool = False):
         self.engine = engine
         self._items = None
@@ -169,7 +171,7 @@ class CFGMatcher(Matcher):
         return n
 
     def mask_words(self) -> np.ndarray:
-        """The allowed tokens as uint32 words (bit t of word t//32)."""
+        """The allowed tokens as uint32 words (bit t of word t//32; a new array)."""
         e = self.engine
         if self._terminated:
             words = np.zeros(e.words, np.uint32)

@@ -15,6 +15,9 @@ rejected:
   current state, skipping those with too few quotes to complete a key from where the tracker
   is (one inside a key, two between values, three inside a value string; two more when no open
   object holds a key yet, since then one token must complete two keys of one object).
+  ``fill_bitmask`` into an int32 CPU bitmask (numpy or torch) does it in one kernel call that
+  copies the inner mask into a numpy view of the row and clears the duplicates there
+  (:func:`guard_into`; no temporary array, no torch copy).
 
 Mask bit <=> ``advance`` holds by construction (the same kernel decides both).  ``rollback``,
 ``fork`` and ``reset`` are exact: the tracker state (a small header, one row per open container,
@@ -28,6 +31,7 @@ inner grammar (a JSON grammar) accepts.  A constraint that lives on the accelera
 from __future__ import annotations
 
 import numpy as np
+import torch
 from numba import njit
 
 from .matcher import Matcher, write_row
@@ -315,6 +319,17 @@ def clear_duplicates(words, cand, qcount, slow, fq_ptr, fq_tok, tdata, toff, hdr
     return OK
 
 
+@njit(cache=True, nogil=True)
+def guard_into(dst, src, cand, qcount, slow, fq_ptr, fq_tok, tdata, toff, hdr, frames, kbuf, kp_off, kp_len, kp_prev,
+               kp_hash, kp_data, shdr, sframes, skbuf):
+    """``dst[:] = src``, then :func:`clear_duplicates` on ``dst`` (a row of the caller's
+    bitmask: one pass writes the guarded mask where it goes).  OK or OVERFLOW."""
+    for i in range(src.shape[0]):
+        dst[i] = src[i]
+    return clear_duplicates(dst, cand, qcount, slow, fq_ptr, fq_tok, tdata, toff, hdr, frames, kbuf, kp_off, kp_len,
+                            kp_prev, kp_hash, kp_data, shdr, sframes, skbuf)
+
+
 _TABLES: dict = {}
 
 
@@ -412,11 +427,20 @@ class _Tracker:
                 return False
             self.grow()
 
-    def clear(self, words, vocab) -> None:
-        cand, qcount, slow, fq_ptr, fq_tok = _vocab_tables(vocab)
-        while clear_duplicates(words, cand, qcount, slow, fq_ptr, fq_tok, vocab.token_data, vocab.token_offsets,
+    def clear(self, words, tables, tdata, toff) -> None:
+        """Clear the duplicate-completing tokens from ``words`` (``tables``: :func:`_vocab_tables`)."""
+        cand, qcount, slow, fq_ptr, fq_tok = tables
+        while clear_duplicates(words, cand, qcount, slow, fq_ptr, fq_tok, tdata, toff,
                                self.hdr, self.frames, self.kbuf, self.kp_off, self.kp_len, self.kp_prev, self.kp_hash,
                                self.kp_data, self.shdr, self.sframes, self.skbuf) == OVERFLOW:
+            self.grow()
+
+    def clear_into(self, dst, src, tables, tdata, toff) -> None:
+        """``dst[:] = src`` less the duplicate-completing tokens."""
+        cand, qcount, slow, fq_ptr, fq_tok = tables
+        while guard_into(dst, src, cand, qcount, slow, fq_ptr, fq_tok, tdata, toff,
+                         self.hdr, self.frames, self.kbuf, self.kp_off, self.kp_len, self.kp_prev, self.kp_hash,
+                         self.kp_data, self.shdr, self.sframes, self.skbuf) == OVERFLOW:
             self.grow()
 
 
@@ -430,6 +454,13 @@ class KeyGuardMatcher(Matcher):
         self.vocab = vocab
         self._tr = _tracker if _tracker is not None else _Tracker()
         self._history: list = [] if _history is None else _history
+        # per-mask constants, looked up once
+        self._tab = _vocab_tables(vocab)
+        self._tdata = vocab.token_data
+        self._toff = vocab.token_offsets
+        self._tdfa = getattr(inner, "_tdfa", None)          # a TokenDFAMatcher: its cached rows
+        self._fresh = getattr(type(inner), "MASK_WORDS_FRESH", False)  # mask_words() returns a new array
+        self._bmv = None  # (bitmask, data pointer, shape, uint32 numpy view) of the last bitmask filled
 
     # ------------------------------------------------------------------ state
     def reset(self) -> None:
@@ -498,24 +529,68 @@ class KeyGuardMatcher(Matcher):
         self._history.append(snap)
         return True
 
+    def _source(self):
+        """``(words, fresh, live)``: the inner matcher's allowed tokens as uint32 words,
+        whether that array is ours to modify, whether the guard applies (not terminated)."""
+        inner = self.inner
+        done = inner.is_terminated()
+        if self._tdfa is not None and not done:  # a TokenDFAMatcher: its cached row
+            return self._tdfa.mask_row(inner.state).view(np.uint32), False, True
+        if self._fresh:
+            return inner.mask_words(), True, not done
+        if hasattr(inner, "mask_words"):
+            return np.asarray(inner.mask_words(), dtype=np.uint32), False, not done
+        row = np.zeros((1, (self.vocab.logits_width + 31) // 32), np.int32)
+        inner.fill_bitmask(row, 0)
+        return row[0].view(np.uint32), True, not done
+
     def mask_words(self) -> np.ndarray:
         """The allowed tokens as uint32 words (a fresh array)."""
-        inner = self.inner
-        tdfa = getattr(inner, "_tdfa", None)
-        if tdfa is not None and not inner.is_terminated():  # a TokenDFAMatcher: its cached row
-            words = tdfa.mask_row(inner.state).view(np.uint32).copy()
-        elif hasattr(inner, "mask_words"):
-            words = np.array(inner.mask_words(), dtype=np.uint32, copy=True)
-        else:
-            row = np.zeros((1, (self.vocab.logits_width + 31) // 32), np.int32)
-            inner.fill_bitmask(row, 0)
-            words = row[0].view(np.uint32)
-        if not inner.is_terminated():
-            self._tr.clear(words, self.vocab)
+        words, fresh, live = self._source()
+        if not fresh:
+            words = words.copy()
+        if live:
+            self._tr.clear(words, self._tab, self._tdata, self._toff)
         return words
 
     def fill_bitmask(self, bitmask, row: int = 0) -> None:
-        write_row(bitmask, row, self.mask_words().view(np.int32))
+        words, fresh, live = self._source()
+        if live:
+            dst = self._row_view(bitmask, row)
+            if dst is not None and dst.shape[0] == words.shape[0]:
+                # the guarded mask written straight into the row (no temporary, no torch copy)
+                self._tr.clear_into(dst, words, self._tab, self._tdata, self._toff)
+                return
+            if not fresh:
+                words = words.copy()
+            self._tr.clear(words, self._tab, self._tdata, self._toff)
+        write_row(bitmask, row, words.view(np.int32))
+
+    def _row_view(self, bitmask, row):
+        """Row ``row`` of an int32 CPU bitmask (numpy array or torch tensor) as a writable
+        uint32 numpy view, or None (another device, dtype or layout: :func:`write_row`).
+        The view of the last bitmask is kept while its buffer and shape stay the same."""
+        c = self._bmv
+        if c is not None and c[0] is bitmask:
+            if c[1] is None or (bitmask.data_ptr() == c[1] and bitmask.shape == c[2]):
+                return c[3][row]
+        if isinstance(bitmask, np.ndarray):
+            if bitmask.dtype != np.int32 or bitmask.ndim != 2 or not bitmask.flags.writeable:
+                return None
+            ptr, shape, view = None, None, bitmask.view(np.uint32)
+        elif isinstance(bitmask, torch.Tensor):
+            if bitmask.device.type != "cpu" or bitmask.dtype != torch.int32 or bitmask.dim() != 2 \
+                    or bitmask.requires_grad:
+                return None
+            try:
+                view = bitmask.numpy().view(np.uint32)
+            except (RuntimeError, TypeError, ValueError):
+                return None
+            ptr, shape = bitmask.data_ptr(), bitmask.shape
+        else:
+            return None
+        self._bmv = (bitmask, ptr, shape, view)
+        return view[row]
 
     def allowed_tokens(self) -> np.ndarray:
         w = self.mask_words()
@@ -550,7 +625,7 @@ class KeyGuardMatcher(Matcher):
 
     def __getattr__(self, name):
         # anything else (``state``, ``engine``...) is the inner matcher's
-        if name in ("inner", "vocab", "_tr", "_history"):
+        if name in ("inner", "vocab", "_tr", "_history", "_tab", "_tdata", "_toff", "_tdfa", "_fresh", "_bmv"):
             raise AttributeError(name)
         return getattr(self.inner, name)
 

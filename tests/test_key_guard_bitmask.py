@@ -1,0 +1,88 @@
+"""KeyGuardMatcher.fill_bitmask writes the guarded mask straight into the caller's row
+(structgen.runtime.key_guard.guard_into): it equals mask_words() at every prefix, for numpy and
+torch bitmasks, any row, strided views, a bitmask swapped or resized between calls, both engines."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import structgen as sg
+from structgen.runtime.key_guard import KeyGuardMatcher
+
+SCHEMA = {"type": "object",
+          "properties": {"alpha": {"type": "integer"}, "beta": {"type": "string"}, "gamma": {"type": "boolean"},
+                         "nest": {"type": "object", "properties": {"alpha": {"type": "integer"},
+                                                                   "al": {"type": "integer"}}}},
+          "required": ["alpha"]}
+INSTANCE = {"beta": "x", "gamma": True, "nest": {"al": 1, "alpha": 2, "alp": 3}, "alpha": 4, "al": 5, "b": 6}
+
+
+@pytest.fixture(scope="module")
+def llama3():
+    from tests.helpers import load_vocab
+
+    return load_vocab("llama3")
+
+
+def _rows(bm):
+    return bm.numpy() if isinstance(bm, torch.Tensor) else bm
+
+
+@pytest.mark.parametrize("engine", ["dfa", "cfg"])
+def test_fill_bitmask_equals_mask_words(engine, llama3):
+    g = sg.Grammar.from_json_schema(SCHEMA, engine=engine, whitespace="flexible", property_order="any")
+    cg = sg.compile(g, llama3, cache=False)
+    assert cg.is_regular == (engine == "dfa")
+    m = cg.matcher()
+    assert isinstance(m, KeyGuardMatcher)
+    w = (llama3.logits_width + 31) // 32
+    bms = [torch.zeros((3, w), dtype=torch.int32), np.zeros((2, w), np.int32),
+           torch.zeros((2, 2 * w), dtype=torch.int32)[:, ::2]]  # the last one strided
+    cleared = 0
+    toks = llama3.encode(json.dumps(INSTANCE))
+    for i, t in enumerate(toks + [None]):
+        ref = m.mask_words()
+        inner = m.inner.mask_words() if hasattr(m.inner, "mask_words") else None
+        if inner is not None and not np.array_equal(inner, ref):
+            cleared += 1
+        for k, bm in enumerate(bms):
+            row = (i + k) % bm.shape[0]
+            _rows(bm)[row] = -1
+            m.fill_bitmask(bm, row)
+            assert np.array_equal(np.asarray(_rows(bm)[row]).view(np.uint32), ref), (engine, i, k)
+        if t is None:
+            break
+        assert m.advance(t)
+    assert m.is_accepting()
+    assert cleared >= 1 or engine == "dfa"  # the guard removed a duplicate key somewhere
+    # a tensor given new storage: the kept view must not be reused
+    bm = bms[0]
+    m.fill_bitmask(bm, 0)
+    bm.set_(torch.zeros((5, w), dtype=torch.int32))
+    m.fill_bitmask(bm, 4)
+    assert np.array_equal(bm[4].numpy().view(np.uint32), m.mask_words())
+
+
+@pytest.mark.parametrize("engine", ["dfa", "cfg"])
+def test_fill_bitmask_clears_duplicates(engine, llama3):
+    """After ``{"beta": "x", "beta`` no token that starts with ``"`` is in the row (it would
+    complete the optional key ``beta`` again), while the inner grammar allows some; ``x``
+    (a key ``betax...``) stays."""
+    g = sg.Grammar.from_json_schema(SCHEMA, engine=engine, whitespace="flexible", property_order="any")
+    m = sg.compile(g, llama3, cache=False).matcher()
+    assert m.advance_bytes(b'{"beta": "x", "beta')
+    bm = sg.allocate_bitmask(2, llama3.logits_width)
+    m.fill_bitmask(bm, 1)
+    words = bm[1].numpy().view(np.uint32)
+    inner = np.zeros((1, words.shape[0]), np.int32)
+    m.inner.fill_bitmask(inner, 0)
+    inner = inner[0].view(np.uint32)
+    closing = [t for t in range(llama3.size) if llama3.token_bytes(t).startswith(b'"')]
+    assert any((inner[t >> 5] >> (t & 31)) & 1 for t in closing)
+    assert not any((words[t >> 5] >> (t & 31)) & 1 for t in closing)
+    a = [t for t in range(llama3.size) if llama3.token_bytes(t) == b"x"][0]
+    assert (words[a >> 5] >> (a & 31)) & 1
+    assert np.array_equal(words, m.mask_words())
