@@ -596,7 +596,6 @@ def lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, nod
     Returns the entry id, -1 when a pool is full (nothing is published: the
     counters only move at the end), -2 when ``scr_nodes`` is too small.
     """
-    scr_words[:] = 0
     kb = bl_kb[257 * bl:257 * bl + 257]
     nodes = bl_nodes[bl_off[bl]:bl_off[bl + 1]]
     many = 0
@@ -604,6 +603,16 @@ def lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, nod
         for x in range(256):
             if trans[g, x] >= 0:
                 many += kb[x + 1] - kb[x]
+        if many == 0:  # no child starts this lexeme: an empty entry (most of a prefill's)
+            e = cnt[C_ENT]
+            if e >= ent_bl2.shape[0]:
+                return -1
+            ent_boff[e] = cnt[C_BITS]
+            ent_bn[e] = 0
+            ent_bl2[e] = -1
+            cnt[C_ENT] = e + 1
+            return e
+    scr_words[:] = 0
     nst[0] += 1
     st = nst[0]
     # nested boundaries are only costly in long lists whose children this state mostly takes
