@@ -167,3 +167,27 @@ def test_bad_regex_names_position():
     assert e.value.pos == 2
     with pytest.raises(sg.StructgenError):
         sg.Grammar.from_regex(r"(ab")
+
+
+def test_write_row_into_torch_and_numpy_bitmasks():
+    """Rows land in the right place whatever the bitmask: the cached numpy view of a CPU tensor
+    follows the tensor (a new tensor, new storage, a strided one); other dtypes go through torch."""
+    from structgen.runtime.matcher import write_row
+
+    rng = np.random.default_rng(0)
+    rows = [rng.integers(-2 ** 31, 2 ** 31 - 1, 7, dtype=np.int64).astype(np.int32) for _ in range(6)]
+    a = torch.zeros((3, 7), dtype=torch.int32)
+    write_row(a, 1, rows[0])
+    assert np.array_equal(a[1].numpy(), rows[0]) and not a[0].any() and not a[2].any()
+    b = torch.zeros((3, 7), dtype=torch.int32)  # another tensor: not the cached view
+    write_row(b, 2, rows[1])
+    assert np.array_equal(b[2].numpy(), rows[1]) and np.array_equal(a[1].numpy(), rows[0]) and not b[1].any()
+    b.set_(torch.zeros((4, 7), dtype=torch.int32))  # same tensor, new storage and shape
+    write_row(b, 3, rows[2])
+    assert np.array_equal(b[3].numpy(), rows[2]) and not b[:3].any()
+    s = torch.zeros((7, 3), dtype=torch.int32).t()  # strided
+    write_row(s, 0, rows[3])
+    assert np.array_equal(s[0].numpy(), rows[3]) and not s[1:].any()
+    n = np.zeros((2, 7), np.int32)
+    write_row(n, 1, rows[4])
+    assert np.array_equal(n[1], rows[4]) and not n[0].any()

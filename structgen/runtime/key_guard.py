@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from numba import njit
 
-from .matcher import Matcher, write_row
+from .matcher import Matcher, cpu_view, write_row
 
 # header fields
 _DEPTH, _MODE, _ESC, _UACC, _HIGH, _KLEN, _NKEYS, _NDATA = range(8)
@@ -460,7 +460,6 @@ class KeyGuardMatcher(Matcher):
         self._toff = vocab.token_offsets
         self._tdfa = getattr(inner, "_tdfa", None)          # a TokenDFAMatcher: its cached rows
         self._fresh = getattr(type(inner), "MASK_WORDS_FRESH", False)  # mask_words() returns a new array
-        self._bmv = None  # (bitmask, data pointer, shape, uint32 numpy view) of the last bitmask filled
 
     # ------------------------------------------------------------------ state
     def reset(self) -> None:
@@ -566,31 +565,16 @@ class KeyGuardMatcher(Matcher):
             self._tr.clear(words, self._tab, self._tdata, self._toff)
         write_row(bitmask, row, words.view(np.int32))
 
-    def _row_view(self, bitmask, row):
+    @staticmethod
+    def _row_view(bitmask, row):
         """Row ``row`` of an int32 CPU bitmask (numpy array or torch tensor) as a writable
-        uint32 numpy view, or None (another device, dtype or layout: :func:`write_row`).
-        The view of the last bitmask is kept while its buffer and shape stay the same."""
-        c = self._bmv
-        if c is not None and c[0] is bitmask:
-            if c[1] is None or (bitmask.data_ptr() == c[1] and bitmask.shape == c[2]):
-                return c[3][row]
-        if isinstance(bitmask, np.ndarray):
-            if bitmask.dtype != np.int32 or bitmask.ndim != 2 or not bitmask.flags.writeable:
-                return None
-            ptr, shape, view = None, None, bitmask.view(np.uint32)
-        elif isinstance(bitmask, torch.Tensor):
-            if bitmask.device.type != "cpu" or bitmask.dtype != torch.int32 or bitmask.dim() != 2 \
-                    or bitmask.requires_grad:
-                return None
-            try:
-                view = bitmask.numpy().view(np.uint32)
-            except (RuntimeError, TypeError, ValueError):
-                return None
-            ptr, shape = bitmask.data_ptr(), bitmask.shape
-        else:
+        uint32 numpy view, or None (another device, dtype or layout: :func:`write_row`)."""
+        if isinstance(bitmask, torch.Tensor):
+            bitmask = cpu_view(bitmask)
+        if not isinstance(bitmask, np.ndarray) or bitmask.dtype != np.int32 or bitmask.ndim != 2 \
+                or not bitmask.flags.writeable:
             return None
-        self._bmv = (bitmask, ptr, shape, view)
-        return view[row]
+        return bitmask[row].view(np.uint32)
 
     def allowed_tokens(self) -> np.ndarray:
         w = self.mask_words()
@@ -625,7 +609,7 @@ class KeyGuardMatcher(Matcher):
 
     def __getattr__(self, name):
         # anything else (``state``, ``engine``...) is the inner matcher's
-        if name in ("inner", "vocab", "_tr", "_history", "_tab", "_tdata", "_toff", "_tdfa", "_fresh", "_bmv"):
+        if name in ("inner", "vocab", "_tr", "_history", "_tab", "_tdata", "_toff", "_tdfa", "_fresh"):
             raise AttributeError(name)
         return getattr(self.inner, name)
 

@@ -70,12 +70,37 @@ class Matcher:
 def write_row(bitmask, row: int, words: np.ndarray) -> None:
     """Copy one int32 mask row into ``bitmask[row]`` (numpy array or torch tensor)."""
     if isinstance(bitmask, torch.Tensor):
+        view = cpu_view(bitmask)
+        if view is not None:
+            view[row] = words
+            return
         src = torch.from_numpy(words)
         if bitmask.device.type != "cpu":
             src = src.to(bitmask.device, non_blocking=True)
         bitmask[row].copy_(src)
     else:
         bitmask[row] = words
+
+
+_VIEW = (None, 0, None, None)  # (tensor, data pointer, shape, numpy view) of the last CPU bitmask
+
+
+def cpu_view(bitmask: torch.Tensor):
+    """A numpy view sharing the memory of a CPU int32 tensor (None for others).  Kept for the
+    last tensor while its storage and shape stay the same: a numpy row copy costs a third of
+    torch's indexing and ``copy_`` for one 128k-token row, paid at every mask."""
+    global _VIEW
+    t, ptr, shape, view = _VIEW
+    if t is bitmask and bitmask.data_ptr() == ptr and bitmask.shape == shape:
+        return view
+    if bitmask.device.type != "cpu" or bitmask.dtype != torch.int32 or bitmask.requires_grad:
+        return None
+    try:
+        view = bitmask.numpy()
+    except (RuntimeError, TypeError, ValueError):  # e.g. a conjugated or negated view
+        return None
+    _VIEW = (bitmask, bitmask.data_ptr(), bitmask.shape, view)
+    return view
 
 
 def fill_bitmasks(matchers, bitmask) -> None:
