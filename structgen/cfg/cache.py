@@ -53,18 +53,18 @@ class MaskCache:
         self.snap = self._empty()
         # fill scratch (used under ``lock``), allocated here: a reader thread must never see it half-made
         self.alloc_scratch(n_words, trie.node_depth.shape[0], int(trie.max_depth) + 2)
-        self.roots: dict = {}  # frontier lexer states (sorted tuple) -> their root bits, dense
+        self.roots: dict = {}  # frontier lexer states (their bytes) -> their root bits, dense
         self.prefilled = False  # a prefill ran to completion
 
     def root_bits(self, snap: _Snapshot, gs: np.ndarray):
         """The OR of the root-level bits of lexer states ``gs`` (a frontier), cached per
         set of states; None while one of them is not in the snapshot ``snap`` yet."""
-        key = tuple(sorted(set(gs.tolist())))
+        key = gs.tobytes()  # as given (order, repeats): one hash of a few bytes per mask
         hit = self.roots.get(key)
         if hit is not None:
             return hit
         words = np.zeros(self.scr_words.shape[0], np.uint32)
-        if not mk.or_roots(np.asarray(key, np.int64), snap.ht_keys, snap.ht_vals, snap.ent_boff,
+        if not mk.or_roots(gs.astype(np.int64), snap.ht_keys, snap.ht_vals, snap.ent_boff,
                            snap.ent_bn, snap.bidx, snap.bval, words):
             return None
         self.roots[key] = words
