@@ -175,11 +175,24 @@ NOTHING = Alt(())
 ANY_CHAR = CharSet(((0, 0xD7FF), (0xE000, MAX_CODE_POINT)))
 
 
+_POINTS: dict = {}  # code point -> its CharSet, shared (nodes are immutable; the hash is cached once)
+
+
+def _point(c: str) -> "CharSet":
+    n = _POINTS.get(c)
+    if n is None:
+        o = ord(c)
+        n = CharSet(((o, o),))
+        if len(_POINTS) < 65536:
+            _POINTS[c] = n
+    return n
+
+
 def literal(text: str) -> Node:
     """The node matching exactly ``text``."""
     if len(text) == 1:
-        return CharSet(((ord(text), ord(text)),))
-    return Seq(tuple(CharSet(((ord(c), ord(c)),)) for c in text))
+        return _point(text)
+    return Seq(tuple([_point(c) for c in text]))
 
 
 def seq(*items: Node) -> Node:
@@ -189,7 +202,7 @@ def seq(*items: Node) -> Node:
             flat.extend(it.items)
         else:
             flat.append(it)
-    if any(it == NOTHING for it in flat):
+    if any(type(it) is Alt and not it.items for it in flat):  # (it == NOTHING)
         return NOTHING
     return flat[0] if len(flat) == 1 else Seq(tuple(flat))
 

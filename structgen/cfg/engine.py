@@ -33,7 +33,6 @@ from .grammar import CFG, trim
 from .terminals import build, literal_dfa as _literal_dfa
 
 _START = "$start"
-_STORE_AFTER = 0.02  # seconds
 _TRAIL = "$trail"
 
 
@@ -48,35 +47,22 @@ class Tables:
         NN = len(nts)
         sym = dict(nt_id)
         sym.update({t: NN + i for i, t in enumerate(terms)})
-        dr_next, dr_lhs, dr0 = [], [], []
-        rule_of_dr = []
-        for a in nts:
-            firsts = []
-            for rhs in cfg.rules[a]:
-                firsts.append(len(dr_next))
-                for s in rhs:
-                    dr_next.append(sym[s])
-                    dr_lhs.append(nt_id[a])
-                    rule_of_dr.append((a, rhs))
+        dr_next, dr_lhs, dr0, n_alts = [], [], [], []
+        for i, a in enumerate(nts):
+            alts = cfg.rules[a]
+            n_alts.append(len(alts))
+            for rhs in alts:
+                dr0.append(len(dr_next))
+                dr_next.extend([sym[s] for s in rhs])
                 dr_next.append(-1)
-                dr_lhs.append(nt_id[a])
-                rule_of_dr.append((a, rhs))
-            dr0.append(firsts)
+                dr_lhs.extend([i] * (len(rhs) + 1))
         self.NN = NN
         self.dr_next = np.array(dr_next, np.int32)
         self.dr_lhs = np.array(dr_lhs, np.int32)
         self.nt_ptr = np.zeros(NN + 1, np.int32)
-        np.cumsum([len(f) for f in dr0], out=self.nt_ptr[1:])
-        self.nt_dr0 = np.array([x for f in dr0 for x in f], np.int32)
-        nullable = set()
-        changed = True
-        while changed:
-            changed = False
-            for a, alts in cfg.rules.items():
-                if a not in nullable and any(all(s in nullable for s in rhs) for rhs in alts):
-                    nullable.add(a)
-                    changed = True
-        self.nullable = np.array([n in nullable for n in nts], np.uint8)
+        np.cumsum(n_alts, out=self.nt_ptr[1:])
+        self.nt_dr0 = np.array(dr0, np.int32)
+        self.nullable = np.zeros(NN, np.uint8)  # filled below, with the FOLLOW bytes (_grammar_sets)
         self.start_nt = nt_id[cfg.start]
         final = []
         for r in range(self.nt_ptr[self.start_nt], self.nt_ptr[self.start_nt + 1]):
@@ -110,65 +96,172 @@ class Tables:
         self.tstart = np.array(offs, np.int32)
         self.n_dr = len(dr_next)
         self.n_lexer_states = total
-        self.follow = _follow_bytes(cfg, terms, nullable, trans, self.tstart)
+        T = len(terms)
+        starts = np.packbits(trans[self.tstart] >= 0, axis=1, bitorder="little") if T else np.zeros((0, 32), np.uint8)
+        fol = np.zeros((max(T, 1), 4), np.uint64)
+        _grammar_sets(NN, self.dr_next, self.dr_lhs, self.nt_dr0, np.ascontiguousarray(starts).view(np.uint64),
+                      self.nullable, fol)
+        self.follow = np.unpackbits(fol.view(np.uint8), axis=1, bitorder="little")
 
     def args(self):
         return (self.NN, self.dr_next, self.dr_lhs, self.nt_ptr, self.nt_dr0, self.nullable, self.final_dr,
                 self.trans, self.gacc, self.gout, self.gterm, self.tstart)
 
 
-def _follow_bytes(cfg: CFG, terms: list, nullable: set, trans: np.ndarray, tstart: np.ndarray) -> np.ndarray:
-    """``follow[t, x]``: can a lexeme start with byte ``x`` right after one of terminal ``t``
-    in some sentential form?  (The first bytes of the grammar's FOLLOW set of ``t``; ignored
-    terminals are already folded into every terminal by :func:`normalise`.)  The mask
-    kernel only starts lexemes at such bytes after a lexeme boundary inside a token."""
-    T = len(terms)
-    tid = {t: i for i, t in enumerate(terms)}
-    first = dict.fromkeys(cfg.rules, 0)  # nonterminal -> bitset of terminals
-    changed = True
-    while changed:
-        changed = False
-        for a, alts in cfg.rules.items():
-            acc = first[a]
-            for rhs in alts:
-                for sym in rhs:
-                    if sym in tid:
-                        acc |= 1 << tid[sym]
-                        break
-                    acc |= first[sym]
-                    if sym not in nullable:
-                        break
-            if acc != first[a]:
-                first[a] = acc
-                changed = True
-    fol_nt = dict.fromkeys(cfg.rules, 0)
-    fol_t = [0] * T
-    changed = True
-    while changed:
-        changed = False
-        for a, alts in cfg.rules.items():
-            for rhs in alts:
-                trailer = fol_nt[a]
-                for sym in reversed(rhs):
-                    i = tid.get(sym)
-                    if i is not None:
-                        fol_t[i] |= trailer
-                        trailer = 1 << i
-                    else:
-                        if fol_nt[sym] | trailer != fol_nt[sym]:
-                            fol_nt[sym] |= trailer
-                            changed = True
-                        trailer = (trailer | first[sym]) if sym in nullable else first[sym]
-    starts = (trans[tstart] >= 0) if T else np.zeros((0, 256), bool)
-    follow = np.zeros((max(T, 1), 256), np.uint8)
-    for i in range(T):
-        bits, j = fol_t[i], 0
-        while bits:
-            if bits & 1:
-                follow[i] |= starts[j]
-            bits >>= 1
-            j += 1
-    return follow
+@njit(cache=True, nogil=True)
+def _grammar_sets(NN, dr_next, dr_lhs, alt0, starts, nullable, follow):
+    """NULLABLE and the FOLLOW bytes of a grammar in its flat form (:class:`Tables`), each the least
+    solution of its inclusions by a worklist over the dependency edges: linear in the grammar's
+    size.  Writes ``nullable[a]`` (nonterminal ``a`` derives the empty string) and ``follow[t]``
+    (256 bits as 4 words: can a lexeme start with byte ``x`` right after one of terminal ``t`` in
+    some sentential form -- the first bytes, ``starts[u]``, of the terminals ``u`` in FOLLOW(t);
+    ignored terminals are folded into every terminal by :func:`normalise`).  The mask kernel only
+    starts lexemes at such bytes after a lexeme boundary inside a token."""
+    R = alt0.shape[0]
+    D = dr_next.shape[0]
+    # alternatives: r spans dr positions alt0[r] .. end[r] (dr_next[end[r]] == -1)
+    end = np.empty(R, np.int64)
+    for r in range(R):
+        d = alt0[r]
+        while dr_next[d] != -1:
+            d += 1
+        end[r] = d
+    # NULLABLE: per alternative its symbols not yet known nullable (terminals never are)
+    left = np.empty(R, np.int64)
+    use_n = np.zeros(NN + 1, np.int64)
+    for r in range(R):
+        left[r] = end[r] - alt0[r]
+        for d in range(alt0[r], end[r]):
+            x = dr_next[d]
+            if x < NN:
+                use_n[x + 1] += 1
+    for a in range(NN):
+        use_n[a + 1] += use_n[a]
+    uses = np.empty(use_n[NN], np.int64)
+    fill = use_n[:NN].copy()
+    for r in range(R):
+        for d in range(alt0[r], end[r]):
+            x = dr_next[d]
+            if x < NN:
+                uses[fill[x]] = r
+                fill[x] += 1
+    stack = np.empty(NN + R + 1, np.int64)
+    sp = 0
+    for r in range(R):
+        if left[r] == 0:
+            stack[sp] = dr_lhs[alt0[r]]
+            sp += 1
+    while sp > 0:
+        sp -= 1
+        a = stack[sp]
+        if nullable[a]:
+            continue
+        nullable[a] = 1
+        for k in range(use_n[a], use_n[a + 1]):
+            r = uses[k]
+            left[r] -= 1
+            if left[r] == 0:
+                stack[sp] = dr_lhs[alt0[r]]
+                sp += 1
+    # FIRST bytes: FIRST(A) >= FIRST(B) for every B that can start A (after a nullable prefix)
+    first = np.zeros((NN, 4), np.uint64)
+    esrc = np.empty(D, np.int64)
+    edst = np.empty(D, np.int64)
+    ne = 0
+    for r in range(R):
+        a = dr_lhs[alt0[r]]
+        for d in range(alt0[r], end[r]):
+            x = dr_next[d]
+            if x >= NN:
+                for w in range(4):
+                    first[a, w] |= starts[x - NN, w]
+                break
+            esrc[ne] = x
+            edst[ne] = a
+            ne += 1
+            if not nullable[x]:
+                break
+    _close(first, esrc[:ne], edst[:ne], NN)
+    # FOLLOW bytes: FOLLOW(X) >= FIRST(what follows X in a rule), >= FOLLOW(A) where the rest is nullable
+    fol = np.zeros((NN, 4), np.uint64)
+    tsrc = np.empty(D, np.int64)
+    tdst = np.empty(D, np.int64)
+    nt = 0
+    ne = 0
+    trailer = np.zeros(4, np.uint64)
+    for r in range(R):
+        a = dr_lhs[alt0[r]]
+        trailer[:] = 0
+        tail = True
+        for d in range(end[r] - 1, alt0[r] - 1, -1):
+            x = dr_next[d]
+            if x >= NN:
+                i = x - NN
+                for w in range(4):
+                    follow[i, w] |= trailer[w]
+                    trailer[w] = starts[i, w]
+                if tail:
+                    tsrc[nt] = a
+                    tdst[nt] = i
+                    nt += 1
+                tail = False
+            else:
+                for w in range(4):
+                    fol[x, w] |= trailer[w]
+                if tail:
+                    esrc[ne] = a
+                    edst[ne] = x
+                    ne += 1
+                if nullable[x]:
+                    for w in range(4):
+                        trailer[w] |= first[x, w]
+                else:
+                    for w in range(4):
+                        trailer[w] = first[x, w]
+                    tail = False
+    _close(fol, esrc[:ne], edst[:ne], NN)
+    for k in range(nt):
+        for w in range(4):
+            follow[tdst[k], w] |= fol[tsrc[k], w]
+
+
+@njit(cache=True, nogil=True)
+def _close(val, src, dst, N):
+    """``val[dst] |= val[src]`` for every edge, to the least fixpoint (a worklist over CSR edges)."""
+    ptr = np.zeros(N + 1, np.int64)
+    for k in range(src.shape[0]):
+        ptr[src[k] + 1] += 1
+    for a in range(N):
+        ptr[a + 1] += ptr[a]
+    out = np.empty(src.shape[0], np.int64)
+    fill = ptr[:N].copy()
+    for k in range(src.shape[0]):
+        out[fill[src[k]]] = dst[k]
+        fill[src[k]] += 1
+    queued = np.zeros(N, np.uint8)
+    stack = np.empty(N, np.int64)
+    sp = 0
+    for a in range(N):
+        if ptr[a + 1] > ptr[a]:
+            queued[a] = 1
+            stack[sp] = a
+            sp += 1
+    while sp > 0:
+        sp -= 1
+        a = stack[sp]
+        queued[a] = 0
+        for k in range(ptr[a], ptr[a + 1]):
+            b = out[k]
+            changed = False
+            for w in range(4):
+                v = val[b, w] | val[a, w]
+                if v != val[b, w]:
+                    val[b, w] = v
+                    changed = True
+            if changed and queued[b] == 0 and ptr[b + 1] > ptr[b]:
+                queued[b] = 1
+                stack[sp] = b
+                sp += 1
 
 
 @njit(cache=True, nogil=True)
@@ -227,14 +320,67 @@ def _prefixed_build(node: ir.Node, max_states: int) -> ByteDFA:
         if d.n_states > max_states:
             raise LimitExceeded(f"a terminal has {d.n_states} lexer states", "max_states", max_states)
         return d
-    # an embedded DFA is trimmed already (minimal when it comes from the builder)
-    body = embed if embed is not None else _literal_dfa(rest) or build(ir.seq(*rest), max_states=max_states)
-    d = _chain_before(body, rep.item.ranges, rep.max, max_states) or build(node, max_states=max_states)
+    d = _chained_literal(rest, rep.item.ranges, rep.max, max_states) if embed is None else None
+    if d is None:
+        # an embedded DFA is trimmed already (minimal when it comes from the builder)
+        body = embed if embed is not None else _literal_dfa(rest) or build(ir.seq(*rest), max_states=max_states)
+        d = _chain_before(body, rep.item.ranges, rep.max, max_states) or build(node, max_states=max_states)
     with _CHAINED_LOCK:
         _CHAINED[key] = (embed, d)  # the body DFA is kept alive with its id
         if len(_CHAINED) > _CHAINED_SIZE:
             _CHAINED.popitem(last=False)
     return d
+
+
+_RUNS: dict = {}  # ranges -> bool[256]
+
+
+def _chained_literal(items, ranges, k: int, max_states: int):
+    """:func:`_chain_before` of a literal (``items`` all one-code-point CharSets: keys and
+    punctuation, most of a JSON Schema grammar's terminals) built in one go: ``C{0,k}`` then the
+    literal's bytes.  None when ``items`` is not such a literal or it starts with a byte of ``C``.
+    States ``0..k-1``: blanks read; ``k + j``: ``j`` bytes of the literal read.  Byte classes: the
+    literal's bytes one each, then the other bytes of ``C``, then the rest."""
+    cps = []
+    for c in items:
+        if not (isinstance(c, ir.CharSet) and len(c.ranges) == 1 and c.ranges[0][0] == c.ranges[0][1]):
+            return None
+        cps.append(c.ranges[0][0])
+    if not cps:
+        return None
+    data = np.frombuffer("".join(map(chr, cps)).encode("utf-8", "surrogatepass"), np.uint8)
+    key = tuple(ranges)
+    run = _RUNS.get(key)
+    if run is None:
+        run = np.zeros(256, bool)
+        for a, b in ranges:
+            run[a:b + 1] = True
+        _RUNS[key] = run
+    if run[data[0]]:
+        return None
+    L = data.shape[0]
+    if k + L + 1 > max_states:
+        raise LimitExceeded(f"a terminal has {k + L + 1} lexer states", "max_states", max_states)
+    used = np.unique(data)
+    nu = used.shape[0]
+    mark = np.zeros(256, bool)
+    mark[used] = True
+    blanks = run & ~mark
+    has_blanks = bool(blanks.any())
+    nc = nu + has_blanks + (nu + int(np.count_nonzero(blanks)) < 256)
+    bc = np.full(256, nc - 1, np.int32)
+    bc[used] = np.arange(nu, dtype=np.int32)
+    if has_blanks:
+        bc[blanks] = nu
+    tr = np.full((k + L + 1, nc), -1, np.int32)
+    tr[k + np.arange(L), bc[data]] = np.arange(k + 1, k + L + 1, dtype=np.int32)
+    if k:
+        tr[:k, bc[data[0]]] = k + 1
+        run_cls = np.unique(bc[run])
+        tr[:k, run_cls] = np.arange(1, k + 1, dtype=np.int32)[:, None]
+    acc = np.zeros(k + L + 1, bool)
+    acc[k + L] = True
+    return ByteDFA(bc, tr, acc, 0)
 
 
 def _chain_before(d: ByteDFA, ranges, k: int, max_states: int):
@@ -263,9 +409,14 @@ def _chain_before(d: ByteDFA, ranges, k: int, max_states: int):
 
 def normalise(cfg: CFG, max_states: int = 100_000):
     """(normalised CFG, {terminal: ByteDFA}) — see the module docstring.  Cached on
-    disk per grammar (:mod:`structgen.cfg.diskcache`, keyed by the pickled CFG); one with
-    embedded DFAs only when it took longer than ``_STORE_AFTER`` seconds."""
+    disk per grammar (:mod:`structgen.cfg.diskcache`, keyed by the pickled CFG), except a grammar
+    with embedded DFAs (the JSON Schema compiler's): its terminals are built already and only
+    composed here, and the disk cache cost more than it saves -- pickling the key (every embedded
+    DFA), hashing it and storing the result took as long as normalising (110 ms of a 120 ms
+    normalisation on a 69,000-state schema; half of it on small ones), and a hit saved less."""
     cfg.validate()
+    if _embeds(cfg):
+        return _normalise(cfg, max_states)
     try:
         key = pickle.dumps((cfg.start, cfg.rules, cfg.terminals, cfg.ignore, max_states), protocol=4)
     except Exception:  # an IR node that does not pickle: no disk cache
@@ -277,11 +428,8 @@ def normalise(cfg: CFG, max_states: int = 100_000):
         if cfg.start in cfg.positions:
             norm.positions[_START] = cfg.positions[cfg.start]
         return norm, dfas
-    t0 = time.perf_counter()
     res = _normalise(cfg, max_states)
-    # writing an entry costs milliseconds; a grammar with embedded DFAs (the JSON Schema compiler's)
-    # normalises in about as long, its DFAs composed, not built: store it only when it was slow
-    if key is not None and (time.perf_counter() - t0 > _STORE_AFTER or not _embeds(cfg)):
+    if key is not None:
         diskcache.store("norm", key, res)
     return res
 

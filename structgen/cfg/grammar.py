@@ -65,41 +65,62 @@ class CFG:
         return f"CFG(start={self.start!r}, {len(self.rules)} nonterminals, {n} rules, {len(self.terminals)} terminals)"
 
 
-def trim(cfg: CFG, empty_terminals: set = frozenset()) -> CFG:
+def trim(cfg: CFG, empty_terminals=frozenset(), validate: bool = True, check_only: bool = False):
     """The equivalent grammar with only productive, reachable symbols.
 
-    ``empty_terminals`` names terminals whose language is empty (they never
-    match).  Raises :class:`GrammarError` when the language is empty.
-    """
-    cfg.validate()
+    ``empty_terminals`` names terminals whose language is empty (they never match).  Raises
+    :class:`GrammarError` when the language is empty; ``check_only``: only that (returns None).
+    Productive symbols come from a worklist, linear in the grammar's size (a round-robin
+    fixpoint is quadratic on the long rule chains of large JSON Schemas)."""
+    if validate:
+        cfg.validate()
+    rules = cfg.rules
     productive = {t for t in cfg.terminals if t not in empty_terminals}
-    changed = True
-    while changed:
-        changed = False
-        for lhs, alts in cfg.rules.items():
-            if lhs not in productive and any(all(s in productive for s in rhs) for rhs in alts):
-                productive.add(lhs)
-                changed = True
+    left, lhs, uses, todo = [], [], {}, []
+    for a, alts in rules.items():
+        for rhs in alts:
+            k = len(left)
+            n = 0
+            for s in rhs:
+                if s not in productive:
+                    n += 1
+                    uses.setdefault(s, []).append(k)  # once per occurrence
+            left.append(n)
+            lhs.append(a)
+            if n == 0:
+                todo.append(a)
+    while todo:
+        a = todo.pop()
+        if a in productive:
+            continue
+        productive.add(a)
+        for k in uses.get(a, ()):
+            left[k] -= 1
+            if left[k] == 0:
+                todo.append(lhs[k])
     if cfg.start not in productive:
         raise GrammarError(f"the grammar's language is empty: start rule {cfg.start!r} derives no finite "
                            f"sentence", *cfg.where(cfg.start))
+    if check_only:
+        return None
+    every = not uses or all(s in productive for s in uses)  # (often: no alternative to drop)
     reach, todo = {cfg.start}, [cfg.start]
-    rules = {}
+    out = {}
     while todo:
         a = todo.pop()
-        alts = [rhs for rhs in cfg.rules[a] if all(s in productive for s in rhs)]
-        rules[a] = alts
+        alts = list(rules[a]) if every else [rhs for rhs in rules[a] if all(s in productive for s in rhs)]
+        out[a] = alts
         for rhs in alts:
             for s in rhs:
                 if s not in reach:
                     reach.add(s)
-                    if s in cfg.rules:
+                    if s in rules:
                         todo.append(s)
     terms = {t: n for t, n in cfg.terminals.items() if t in reach}
     ignore = [t for t in cfg.ignore if t not in empty_terminals]
     for t in ignore:
         terms.setdefault(t, cfg.terminals[t])
-    return CFG(cfg.start, rules, terms, ignore, dict(cfg.positions))
+    return CFG(cfg.start, out, terms, ignore, dict(cfg.positions))
 
 
 def literal_terminal(text: str, case_insensitive: bool = False) -> ir.Node:
