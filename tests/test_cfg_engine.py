@@ -654,7 +654,7 @@ def test_masks_while_the_background_prefill_runs(llama3, monkeypatch):
 
 def test_prefill_covers_first_masks(llama3):
     """Prefilled to its fixpoint (all levels), the cache holds every entry the masks at and right
-    after the start need: they compute nothing.  (Compile stops at three levels or 20 ms.)"""
+    after the start need: they compute nothing.  (Compile stops at two levels or 15 ms.)"""
     import structgen as sg
 
     cg = sg.compile(sg.Grammar.from_lark(grammars.load("sql")), llama3, cache=False)
@@ -668,3 +668,19 @@ def test_prefill_covers_first_masks(llama3):
         assert m.advance_bytes(text.encode())
         m.mask_words()
         assert cg.engine.cache.n_entries == n0, text
+
+
+def test_boundary_lists_are_shared(llama3):
+    """Entries whose lexemes end at the same nodes with the same FOLLOW bytes share one boundary
+    list (its entries are then computed once): no two lists are the same after a prefill."""
+    from structgen.cfg import mask as mk
+
+    cg = compile_cfg(lark_to_cfg(grammars.load("sql")), llama3)
+    cg.cache.prefill(cg, 60.0)
+    s, tb = cg.cache.snap, cg.tables
+    seen = set()
+    for b in range(1, int(s.cnt[mk.C_BL])):
+        key = (s.bl_nodes[s.bl_off[b]:s.bl_off[b + 1]].tobytes(), tb.follow[s.bl_term[b]].tobytes())
+        assert key not in seen, b
+        seen.add(key)
+    assert len(seen) > 20

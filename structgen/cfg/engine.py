@@ -518,8 +518,8 @@ class CompiledCFG:
     ``max_cache_bytes`` bounds the per-grammar cache of mask parts
     (:class:`~structgen.cfg.cache.MaskCache`); past it the cache starts afresh.
     ``prefill_seconds``: time spent computing mask parts that first masks would otherwise pay
-    for (:meth:`MaskCache.prefill`): up to ``PREFILL_SYNC_SECONDS`` of it before returning (the
-    shipped grammars' prefills finish there), the rest in a background thread
+    for (:meth:`MaskCache.prefill`): up to ``PREFILL_SYNC_SECONDS`` of it before returning (five of
+    the seven shipped grammars' prefills finish there), the rest in a background thread
     (``prefill_thread``, None when not needed); masks computed meanwhile are exact and wait for
     one cache entry at most.  Worth it for a grammar compiled once and used many times
     (:func:`structgen.compile` gives Lark and GBNF grammars ``PREFILL_SECONDS``), not for a
@@ -616,7 +616,7 @@ class CompiledCFG:
 
 
 PREFILL_SECONDS = 0.05
-PREFILL_SYNC_SECONDS = 0.02  # of which spent inside compile
+PREFILL_SYNC_SECONDS = 0.015  # of which spent inside compile
 
 _WARM = False
 

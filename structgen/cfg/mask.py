@@ -347,7 +347,7 @@ def sort_marked(nodes, nb, nmark, stamp, out):
 def rehash(keys, vals, new_keys, new_vals):
     """Insert the live entries of one hash table (see :func:`_slot`) into a larger empty one."""
     for s in range(keys.shape[0]):
-        if keys[s] >= 0:
+        if keys[s] != -1:
             t = _slot(new_keys, keys[s])
             new_keys[t] = keys[s]
             new_vals[t] = vals[s]
@@ -566,8 +566,34 @@ def walk_split(kids, kb, g0, trans, gacc, gout, node_byte, node_depth, node_end,
 
 
 @njit(cache=True, nogil=True)
+def _list_key(nodes, n):
+    """The hash-table key of a boundary list with (sorted) ``nodes[:n]``: negative (<= -2), so
+    it cannot meet an entry's key ``bl * NG + g`` or the empty slot's -1."""
+    h = np.uint64(14695981039346656037)
+    for q in range(n):
+        h = (h ^ np.uint64(nodes[q])) * np.uint64(1099511628211)
+    return -np.int64(2) - np.int64(h >> np.uint64(2))
+
+
+@njit(cache=True, nogil=True)
+def _same_list(b, nodes, n, fb, bl_off, bl_nodes, bl_term, follow):
+    """List ``b`` has the nodes ``nodes[:n]`` and FOLLOW bytes ``fb``: the same list."""
+    if bl_off[b + 1] - bl_off[b] != n:
+        return False
+    o = bl_off[b]
+    for q in range(n):
+        if bl_nodes[o + q] != nodes[q]:
+            return False
+    f = follow[bl_term[b]]
+    for x in range(256):
+        if f[x] != fb[x]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
 def lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, node_end, tok_ptr, tok_ids,
-             ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_kb, bl_kids, bl_term, bl_uoff, bl_un, cnt,
+             ht_keys, ht_vals, ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_kb, bl_kids, bl_term, bl_uoff, bl_un, cnt,
              scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb, ftrans, facc, fout,
              chain, cum, impure, u_trans, u_acc, u0):
     """Compute the cache entry of ``(bl, g)`` and append it to the pools.
@@ -657,6 +683,7 @@ def lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, nod
     p = _append_bits(scr_words, bidx, bval, p0)
     if p < 0:
         return -1
+    pe = p  # the entry's bits end here (a new list's u-bits follow)
     bl2 = -1
     b = cnt[C_BL]
     o = cnt[C_NODES]
@@ -670,6 +697,19 @@ def lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, nod
         nb, nk = build_kids(scr_nodes[:nb], fb, node_byte, node_end, bl_kids[ko:], bl_kb[257 * b:257 * b + 257])
         if nb < 0:
             return -1
+    slot = -1
+    key = np.int64(-1)
+    if nb > 0:
+        # the same list may have been made by another entry (a lexeme ending at the same nodes,
+        # with the same FOLLOW bytes): share it, so its entries are computed once
+        key = _list_key(scr_nodes, nb)
+        slot = _slot(ht_keys, key)
+        if ht_keys[slot] == key:
+            b1 = ht_vals[slot]
+            slot = -1  # (a different list under the same key: made anew, not registered)
+            if _same_list(b1, scr_nodes, nb, fb, bl_off, bl_nodes, bl_term, follow):
+                bl2 = b1
+                nb = 0
     if nb > 0:
         kb2 = bl_kb[257 * b:257 * b + 257]
         for x in range(257):
@@ -705,8 +745,12 @@ def lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, nod
         cnt[C_NODES] = o + nb
         cnt[C_KIDS] = ko + nk
         bl2 = b
+        if slot >= 0:  # registered once complete (a full pool above leaves no trace)
+            ht_keys[slot] = key
+            ht_vals[slot] = b
+            cnt[C_HT] += 1
     ent_boff[e] = p0
-    ent_bn[e] = bl_uoff[bl2] - p0 if bl2 >= 0 else p - p0
+    ent_bn[e] = pe - p0
     ent_bl2[e] = bl2
     cnt[C_BITS] = p
     cnt[C_ENT] = e + 1
@@ -779,10 +823,10 @@ def expand_mask(front, nfront, n_sets, items, set_off,
             if ht_keys[s] == -1:
                 if not fill:
                     return MISS
-                if (cnt[C_HT] + 1) * 2 > ht_keys.shape[0]:
+                if (cnt[C_HT] + 2) * 2 > ht_keys.shape[0]:
                     return CACHE_FULL
                 e = lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, node_end, tok_ptr,
-                             tok_ids, ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_kb, bl_kids,
+                             tok_ids, ht_keys, ht_vals, ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_kb, bl_kids,
                              bl_term, bl_uoff, bl_un, cnt, scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb,
                              ftrans, facc, fout, chain, cum, impure, u_trans, u_acc, u0)
                 if e == -1:
@@ -894,10 +938,10 @@ def fill_entries(bls, gs, trans, gacc, gout, gterm, follow, node_byte, node_dept
         s = _slot(ht_keys, key)
         if ht_keys[s] != -1:
             continue
-        if (cnt[C_HT] + 1) * 2 > ht_keys.shape[0]:
+        if (cnt[C_HT] + 2) * 2 > ht_keys.shape[0]:
             return i, CACHE_FULL
         e = lex_fill(bls[i], gs[i], trans, gacc, gout, gterm, follow, node_byte, node_depth, node_end, tok_ptr,
-                     tok_ids, ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_kb, bl_kids,
+                     tok_ids, ht_keys, ht_vals, ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_kb, bl_kids,
                      bl_term, bl_uoff, bl_un, cnt, scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb,
                      ftrans, facc, fout, chain, cum, impure, u_trans, u_acc, u0)
         if e == -1:
