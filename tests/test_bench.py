@@ -100,6 +100,21 @@ def test_maskbench_stubs_and_structgen(data_dir, tmp_path, tok):
     assert per_subset["Alpha"]["reject-all"]["validation_errors"] == 4
 
 
+def test_structgen_any_order_engine(tmp_path):
+    """``structgen-any`` compiles with property_order="any": keys out of declared order pass,
+    a repeated key does not; plain ``structgen`` keeps declared order."""
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+              "required": ["a"]}
+    tests = [({"b": "x", "a": 1}, True), ({"a": 1, "b": "x"}, True)]
+    tasks = [{"id": "S/o1", "subset": "S", "schema": schema,
+              "tests": [{"valid": v, "data": x} for x, v in tests]}]
+    cfg = RunConfig(mode="maskbench", tokenizer=TOKENIZER)
+    res = run_tasks(cfg, ["structgen", "structgen-any"], tasks, tmp_path / "m.jsonl", workers=0, progress=False)
+    s = summarise("maskbench", res)["overall"]
+    assert s["structgen-any"]["passed"] == 1 and s["structgen-any"]["validation_errors"] == 0
+    assert s["structgen"]["validation_errors"] == 1  # {"b": .., "a": ..} is out of declared order
+
+
 def test_resume_skips_done(data_dir, tmp_path):
     tasks = load_records(data_dir)
     cfg = RunConfig(mode="maskbench", tokenizer=TOKENIZER)

@@ -187,6 +187,7 @@ class _StructgenCompiled(Compiled):
 class StructgenEngine(Engine):
     name = "structgen"
     dist = "structgen"
+    property_order = "declared"
 
     @property
     def version(self) -> str:
@@ -199,7 +200,8 @@ class StructgenEngine(Engine):
 
         t0 = time.perf_counter()
         try:
-            g = sg.Grammar.from_json_schema(schema, whitespace=self.whitespace, time_limit=self.compile_limit)
+            g = sg.Grammar.from_json_schema(schema, whitespace=self.whitespace, time_limit=self.compile_limit,
+                                            property_order=self.property_order)
             left = max(0.1, self.compile_limit - (time.perf_counter() - t0))
             cg = sg.compile(g, self.tok.vocab, time_limit=left, cache=False)
         except sg.StructgenError as e:
@@ -207,6 +209,13 @@ class StructgenEngine(Engine):
         except RecursionError:
             raise EngineRefusal("RecursionError") from None
         return _StructgenCompiled(cg)
+
+
+class StructgenAnyOrderEngine(StructgenEngine):
+    """structgen with ``property_order="any"``: object members in any order, each key once."""
+
+    name = "structgen-any"
+    property_order = "any"
 
 
 # ----------------------------------------------------------------------------- llguidance
@@ -457,7 +466,7 @@ class CrashEngine(Engine):
 
 
 ENGINES = {
-    "structgen": StructgenEngine, "llguidance": LLGuidanceEngine, "xgrammar": XGrammarEngine,
+    "structgen": StructgenEngine, "structgen-any": StructgenAnyOrderEngine, "llguidance": LLGuidanceEngine, "xgrammar": XGrammarEngine,
     "outlines": OutlinesEngine, "accept-all": AcceptAllEngine, "reject-all": RejectAllEngine,
     "hang": HangEngine, "crash": CrashEngine,
 }
@@ -487,7 +496,7 @@ def installed_engines() -> list[str]:
 def engine_version(name: str) -> str:
     """The version of ``name``'s package, without building the engine."""
     cls = engine_class(name)
-    if cls is StructgenEngine:
+    if issubclass(cls, StructgenEngine):
         import structgen
 
         return getattr(structgen, "__version__", "?")

@@ -41,7 +41,7 @@ def _group(results, key):
     return out
 
 
-PREFERRED = ("structgen", "llguidance", "xgrammar", "outlines")
+PREFERRED = ("structgen", "structgen-any", "llguidance", "xgrammar", "outlines")
 
 
 def _engines_in_order(results, engines=None):
