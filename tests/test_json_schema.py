@@ -229,3 +229,21 @@ def _floats_exact(v) -> bool:
     if isinstance(v, dict):
         return all(_floats_exact(x) for x in v.values())
     return True
+
+
+def test_draft04_integers_have_no_fraction(vocab):
+    """draft-03/04 count ``1.0`` out of ``"type": "integer"`` (a number only), later drafts in."""
+    import structgen as sg
+
+    llama3 = vocab("llama3")
+
+    for draft, validator in (("http://json-schema.org/draft-04/schema#", jsonschema.Draft4Validator),
+                             ("https://json-schema.org/draft/2020-12/schema", jsonschema.Draft202012Validator),
+                             ("http://json-schema.org/draft-07/schema#", jsonschema.Draft7Validator)):
+        for extra in ({}, {"minimum": 1, "maximum": 20000}, {"multipleOf": 5}):
+            schema = {"$schema": draft, "type": "object", "properties": {"id": {"type": "integer", **extra}}}
+            cg = sg.compile(sg.Grammar.from_json_schema(schema, whitespace="flexible"), llama3, cache=False)
+            for text in ['{"id": 12345}', '{"id": 12345.0}', '{"id": 12345.00}', '{"id": 12345.5}', '{"id": -0}']:
+                m = cg.matcher()
+                ok = all(m.advance(t) for t in llama3.encode(text)) and m.is_accepting()
+                assert ok == validator(schema).is_valid(json.loads(text)), (draft, extra, text)

@@ -38,6 +38,8 @@ NUMBER = ir.seq(ir.optional(MINUS), INT, ir.optional(FRAC), ir.optional(EXP))
 PLAIN_NUMBER = ir.seq(ir.optional(MINUS), INT, ir.optional(FRAC))
 #: Every integral JSON numeral in exponent-free form.
 INTEGER = ir.seq(ir.optional(MINUS), INT, ir.optional(ZERO_FRAC))
+#: The numerals without fraction or exponent (draft-04's integers).
+PLAIN_INTEGER = ir.seq(ir.optional(MINUS), INT)
 
 
 def to_decimal(value, pointer: str = "") -> Decimal:

@@ -146,6 +146,10 @@ class _Compiler:
         self.any_order_max_states = int(any_order_max_states)
         self.report.unique_keys = self.any_order
         self.draft = draft or _detect_draft(root)
+        # draft-03/04: an integer has no fraction part (1.0 is a number only); later drafts count
+        # any numeral with an integral value
+        sch = root.get("$schema", "") if isinstance(root, dict) else ""
+        self.plain_integers = draft is None and isinstance(sch, str) and bool(re.search(r"draft-0[34]/", sch))
         self._ref_stack: list = []
         self._memo: dict = {}
         self._any: dict = {}
@@ -468,8 +472,12 @@ class _Compiler:
                 hi, hi_x = d, True
         mult = s.get("multipleOf")
         if lo is None and hi is None and mult is None:
+            if integer and self.plain_integers:
+                return _L(json_numbers.PLAIN_INTEGER)
             return _L(json_numbers.INTEGER if integer else json_numbers.NUMBER)
         node = json_numbers.number_interval(lo, lo_x, hi, hi_x, integer=integer)
+        if integer and self.plain_integers:
+            node = ir.And((node, json_numbers.PLAIN_INTEGER))
         if mult is not None:
             step = json_numbers.to_decimal(mult, f"{ptr}/multipleOf")
             node = ir.And((node, json_numbers.multiple_of_node(step, self.max_mult_states, f"{ptr}/multipleOf")))
