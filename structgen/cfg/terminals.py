@@ -62,6 +62,16 @@ def literal_dfa(items):
     if not sets:
         return None
     L = len(sets)
+    if all(len(r) == 1 and r[0][0] == r[0][1] for r in sets):  # a plain literal: one class per byte value
+        data = np.array([r[0][0] for r in sets], np.uint8)
+        used = np.unique(data)
+        bc = np.zeros(256, np.int32)
+        bc[used] = np.arange(1, used.shape[0] + 1)
+        tr = np.full((L + 1, used.shape[0] + 1), -1, np.int32)
+        tr[np.arange(L), bc[data]] = np.arange(1, L + 1)
+        acc = np.zeros(L + 1, bool)
+        acc[L] = True
+        return ByteDFA(bc, tr, acc, 0)
     member = np.zeros((L, 256), bool)
     for i, ranges in enumerate(sets):
         for a, b in ranges:
