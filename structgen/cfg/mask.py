@@ -179,6 +179,14 @@ def walk_kids(kids, kb, g0, trans, gacc, gout, node_byte, node_depth, node_end, 
     Only the buckets of bytes ``g0`` can take are visited.  Writes the tokens kept alive to
     ``words`` and the new boundary nodes (unique, unsorted) to ``out_nodes``; returns their
     number, or -1 when ``out_nodes`` is too small.  ``impure``/``skip``: see :func:`_walk_kid`."""
+    return _walk_buckets(kids, kb, g0, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
+                         stack, words, out_nodes, nmark, nstamp, impure, np.full(256, skip, np.uint8))
+
+
+@njit(cache=True, nogil=True)
+def _walk_buckets(kids, kb, g0, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
+                  stack, words, out_nodes, nmark, nstamp, impure, skip):
+    """:func:`walk_kids` with ``skip`` per first byte (``skip[x]`` for bucket ``x``)."""
     nb = 0
     for x in range(256):
         lo = kb[x]
@@ -190,7 +198,7 @@ def walk_kids(kids, kb, g0, trans, gacc, gout, node_byte, node_depth, node_end, 
             continue
         for q in range(lo, hi):
             nb = _walk_kid(kids[q], g, gacc, gout, trans, node_byte, node_depth, node_end, tok_ptr, tok_ids,
-                           stack, words, out_nodes, nb, nmark, nstamp, impure, skip)
+                           stack, words, out_nodes, nb, nmark, nstamp, impure, skip[x] != 0)
             if nb < 0:
                 return -1
     return nb
@@ -548,21 +556,8 @@ def walk_split(kids, kb, g0, trans, gacc, gout, node_byte, node_depth, node_end,
                 for k in range(tok_ptr[c], tok_ptr[node_end[c]]):
                     t = tok_ids[k]
                     words[t >> 5] &= ~(np.uint32(1) << np.uint32(t & 31))
-    nb = 0
-    for x in range(256):
-        lo = kb[x]
-        hi = kb[x + 1]
-        if lo == hi:
-            continue
-        g = trans[g0, x]
-        if g < 0:
-            continue
-        for q in range(lo, hi):
-            nb = _walk_kid(kids[q], g, gacc, gout, trans, node_byte, node_depth, node_end, tok_ptr, tok_ids,
-                           stack, words, out_nodes, nb, nmark, nstamp, impure, full[x] == 0)
-            if nb < 0:
-                return -1
-    return nb
+    return _walk_buckets(kids, kb, g0, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
+                         stack, words, out_nodes, nmark, nstamp, impure, 1 - full)
 
 
 @njit(cache=True, nogil=True)

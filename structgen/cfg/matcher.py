@@ -161,15 +161,6 @@ class CFGMatcher(Matcher):
     def is_terminated(self) -> bool:
         return self._terminated
 
-    def validate(self, tokens) -> int:
-        n = 0
-        for t in np.asarray(tokens, dtype=np.int64).reshape(-1):
-            if not self.advance(int(t)):
-                break
-            n += 1
-        self.rollback(n)
-        return n
-
     def mask_words(self) -> np.ndarray:
         """The allowed tokens as uint32 words (bit t of word t//32; a new array)."""
         e = self.engine

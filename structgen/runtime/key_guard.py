@@ -587,15 +587,6 @@ class KeyGuardMatcher(Matcher):
     def is_terminated(self) -> bool:
         return self.inner.is_terminated()
 
-    def validate(self, tokens) -> int:
-        n = 0
-        for t in np.asarray(tokens, dtype=np.int64).reshape(-1):
-            if not self.advance(int(t)):
-                break
-            n += 1
-        self.rollback(n)
-        return n
-
     def forced_tokens(self, max_back_off: int = 4) -> list:
         """The inner matcher's forced tokens, cut before the first one the guard refuses."""
         toks = [int(t) for t in self.inner.forced_tokens()]

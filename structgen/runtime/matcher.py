@@ -49,7 +49,11 @@ class Matcher:
         raise NotImplementedError
 
     def validate(self, tokens) -> int:
-        raise NotImplementedError
+        """By replay: advance as far as the tokens go, then roll back (matchers with a cheaper
+        check override it)."""
+        n = self.advance_many(np.asarray(tokens, dtype=np.int64).reshape(-1))
+        self.rollback(n)
+        return n
 
     def forced_tokens(self) -> list[int]:
         raise NotImplementedError
