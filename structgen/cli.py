@@ -277,6 +277,7 @@ def cmd_compile(args) -> int:
         if getattr(rep, "unique_keys", False) or getattr(rep, "notes", None):
             report["property_order"] = "any" if getattr(rep, "unique_keys", False) else "declared"
             report["notes"] = list(getattr(rep, "notes", []))
+            report["live_keys"] = bool(getattr(rep, "live_keys", False))
     vocab = _compile_vocab(args.tokenizer)
     if vocab is not None:
         cg = compile_grammar(grammar, vocab)

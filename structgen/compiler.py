@@ -54,7 +54,7 @@ class CompiledGrammar:
             # property_order="any": the grammar is exact modulo duplicate keys; the guard rejects those
             from .runtime.key_guard import KeyGuardMatcher
 
-            m = KeyGuardMatcher(m, self.vocab)
+            m = KeyGuardMatcher(m, self.vocab, live_keys=getattr(self.grammar.report, "live_keys", False))
         return m
 
     def __repr__(self) -> str:

@@ -71,7 +71,7 @@ class Grammar:
         ``property_order``: ``"declared"`` (object members in the order ``properties`` lists
         them) or ``"any"`` (any order, each key at most once: see
         :mod:`structgen.spec.property_order`; matchers then reject duplicate keys at run time,
-        and objects kept in declared order are listed in ``report.notes``).
+        and, with ``report.live_keys``, tokens after which only used keys could follow).
         Other options are the compilers', e.g. ``whitespace="compact"|"flexible"``, ``lenient=False``.
         """
         if engine not in ("auto", "dfa", "cfg"):

@@ -218,17 +218,27 @@ def test_free_form_values_have_no_duplicate_keys(engine, llama3):
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_large_closed_object_keeps_declared_order_and_says_so(engine, llama3):
-    schema = {"type": "object", "properties": {f"k{i:02d}": INT for i in range(14)}, "additionalProperties": False}
+def test_large_closed_object_takes_any_order_with_live_keys(engine, llama3):
+    """Past the subset limit a closed object repeats its members; the guard checks liveness."""
+    schema = {"type": "object", "properties": {f"k{i:02d}": INT for i in range(14)}, "additionalProperties": False,
+              "required": ["k03"]}
     g = sg.Grammar.from_json_schema(schema, engine=engine, property_order="any", any_order_limit=1024,
                                     whitespace="dumps")
-    assert any("declared order" in n for n in g.report.notes), g.report.notes
+    assert g.report.live_keys and not g.report.notes
     cg = sg.compile(g, llama3)
-    assert force(cg, llama3, llama3.encode(json.dumps({"k00": 1, "k05": 2})))
-    assert not force(cg, llama3, llama3.encode(json.dumps({"k05": 2, "k00": 1})))  # the documented fallback
+    rng = random.Random(4)
+    full = {f"k{i:02d}": i for i in range(14)}
+    for value in [{"k03": 1, "k05": 2}, {"k05": 2, "k03": 1}, full, dict(rng.sample(list(full.items()), 14))]:
+        assert force(cg, llama3, llama3.encode(json.dumps(value))), value
+    assert not force(cg, llama3, llama3.encode('{"k05": 2, "k03": 1, "k05": 3}'))
+    assert not force(cg, llama3, llama3.encode('{"k05": 2}'))  # k03 is required
+    assert not force(cg, llama3, llama3.encode('{"k03": 2, "k99": 1}'))
+    m = cg.matcher()  # every key used: no comma, only the end of the object
+    assert m.advance_many(llama3.encode(json.dumps(full)[:-1])) > 0
+    assert all(b"," not in llama3.token_bytes(t) for t in m.allowed_tokens().tolist() if llama3.is_normal[t])
     small = {"type": "object", "properties": {f"k{i:02d}": INT for i in range(5)}, "additionalProperties": False}
     g = sg.Grammar.from_json_schema(small, engine=engine, property_order="any", whitespace="dumps")
-    assert not g.report.notes
+    assert not g.report.notes and not g.report.live_keys
     assert force(sg.compile(g, llama3), llama3, llama3.encode(json.dumps({"k04": 2, "k00": 1, "k02": 3})))
 
 
@@ -237,7 +247,7 @@ _PIECES = [bytes([b]) for b in range(256)] + [
     b'{"', b'"}', b'", "', b'": ', b'":', b'","', b'"a"', b'"a":1,"a"', b'a":1,"a"', b'":1,"', b', "', b'1,"',
     b'"b', b'"c":', b'true', b'false', b'\\u00', b'\\u0061', b'"x_', b'p0', b'"p', b'\\"', b'}, {"', b'"}]',
     b'{"a":1}', b'"a":1', b'"a": 1, "a', b'", "c": ', b'e9', b'\xc3\xa9', b'"\xc3\xa9"', b'"\\u00e9":', b'k":',
-    b' "', b'"]', b'", "b": "', b'"v": {"']
+    b' "', b'"]', b'", "b": "', b'"v": {"', b'"na', b'na', b'me', b'"nap"', b'", "n', b'"ver', b'1, "n', b'"name":']
 
 
 @pytest.fixture(scope="module")
@@ -321,6 +331,64 @@ def test_no_dead_end_after_used_keys(engine, tiny):
                         assert f.allowed_tokens().size, (name, engine, tiny.decode(toks + [t]))
                         nxt.append(f)
             frontier = rng.sample(nxt, min(6, len(nxt)))
+
+
+NAMES = ({"type": "object", "properties": {"name": INT, "nap": INT, "version": INT, "a": {"type": "object",
+          "properties": {"name": INT, "nb": INT}, "additionalProperties": False}}, "additionalProperties": False},
+          [{"nap": 1, "version": 2, "name": 3, "a": {"nb": 1, "name": 2}}, {"name": 1, "a": {"name": 1}, "nap": 2}])
+LIVE_CASES = {"names": NAMES, **{k: CASES[k] for k in ("closed", "pattern", "deps", "nested")}}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_live_keys_masks_equal_the_subset_grammars(engine, tiny, monkeypatch):
+    """A closed object forced past the subset limit (``any_order_limit=1``: repeated members,
+    ``live_keys``) has, at every prefix, exactly the mask of the subset grammar, whose own
+    states never offer a used key -- and each bit agrees with ``advance``.  Without the liveness
+    check the masks differ (the test can fail)."""
+    rng = random.Random(21)
+    differ = 0
+    for name, (schema, instances) in LIVE_CASES.items():
+        grammars = {}
+        for limit in (1024, 1):
+            g = sg.Grammar.from_json_schema(schema, engine=engine, whitespace="flexible", property_order="any",
+                                            any_order_limit=limit)
+            grammars[limit] = sg.compile(g, tiny)
+        assert grammars[1].grammar.report.live_keys and not grammars[1024].grammar.report.live_keys, name
+        for inst in instances:
+            for value in orders(inst, rng, n=3)[:4]:
+                toks = tokenize_randomly(tiny, json.dumps(value), rng)
+                ref, live = grammars[1024].matcher(), grammars[1].matcher()
+                blind = grammars[1].matcher()
+                blind.live_keys = False
+                for i, t in enumerate(toks):
+                    want = set(ref.allowed_tokens().tolist())
+                    assert set(live.allowed_tokens().tolist()) == want, (name, engine, tiny.decode(toks[:i]))
+                    differ += set(blind.allowed_tokens().tolist()) != want
+                    brute_mask_check(live, tiny)
+                    assert ref.advance(t) and live.advance(t) and blind.advance(t)
+                assert live.is_accepting()
+    assert differ > 0
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_live_keys_sampling_never_dead_ends(engine, tiny, llama3):
+    """Sampling under the mask of closed objects past the subset limit ends in valid JSON
+    without duplicates, and never meets an empty mask (``sample`` asserts it)."""
+    rng = np.random.default_rng(17)
+    done = 0
+    for vocab, strength in ((tiny, 2.0), (llama3, 3.0)):
+        bias = _bias(vocab, strength)
+        for name in ("names", "closed", "nested", "deps"):
+            schema = LIVE_CASES[name][0]
+            g = sg.Grammar.from_json_schema(schema, engine=engine, whitespace="flexible", property_order="any",
+                                            any_order_limit=1)
+            cg = sg.compile(g, vocab)
+            for _ in range(4 if vocab is tiny else 2):
+                text = sample(cg, vocab, rng, bias)
+                if text is not None:
+                    assert oracle(schema, text), (name, engine, text)
+                    done += 1
+    assert done >= 16
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -462,4 +530,4 @@ def test_cli_compile_reports_any_order(tmp_path, capsys):
     assert main(["compile", "--schema", str(path), "--any-order", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["property_order"] == "any"
-    assert any("declared order" in n for n in report["notes"])
+    assert report["live_keys"] and not report["notes"]  # 2^12 key subsets: repeated, with the liveness check

@@ -90,8 +90,9 @@ class SchemaReport:
     ignored: list = field(default_factory=list)     # [(keyword, pointer, why)]
     truncated: list = field(default_factory=list)   # [pointer of a $ref cut at the recursion bound]
     exact: bool = True                               # False: sound, but narrower than the schema
-    notes: list = field(default_factory=list)       # [str]: sound fallbacks (objects kept in declared order)
+    notes: list = field(default_factory=list)       # [str]: remarks on sound fallbacks
     unique_keys: bool = False                        # property_order="any": matchers must reject duplicate keys
+    live_keys: bool = False                          # ... and keys only used ones complete (closed objects repeated)
 
 
 @dataclass(frozen=True)
@@ -724,7 +725,6 @@ class _Compiler:
         content = None
         if self.any_order and (len(members) >= 2 or extra):
             # any order: exact modulo duplicate keys, which the key guard rejects at run time
-            # (None: the object stays in declared order, see _members)
             extra_open = not pat_items and names_lang is None and len(extra) == 1
             content = self._members(members, x_member, min_p, max_p, keys=keys, ptr=ptr, extra_open=extra_open)
         if content is None:
@@ -749,8 +749,8 @@ class _Compiler:
 
         With ``keys`` (``property_order="any"``; the quoted key languages of the members that can
         occur; ``extra_open``: the additional members take every undeclared key): members in any
-        order, in the form :func:`.property_order.choose_form` picks, or None when the object must
-        keep the declared order (noted in ``report.notes``)."""
+        order, in the form :func:`.property_order.choose_form` picks ("closed" objects repeat
+        their members and set ``report.live_keys``)."""
         sep = self._sep
         if keys is not None:
             from . import property_order as po
@@ -765,16 +765,13 @@ class _Compiler:
             elif len(keys) == len(live) + 1 and extra_open:
                 open_keys = True
             form = po.choose_form(keys, len(live), self.any_order_limit, open_keys)
-            why = f"2^{len(live)} key subsets > any_order_limit={self.any_order_limit}"
             if form == "subset":
                 size = po.ir_size(ir.alt(*[m for _, m, _ in live], x_member), self.any_order_max_states)
                 if (1 << len(live)) * size > self.any_order_max_states:
-                    form = "declared"
-                    why = (f"about 2^{len(live)} x {size} automaton states > "
-                           f"any_order_max_states={self.any_order_max_states}")
-            if form == "declared":
-                self.report.notes.append(po.note_declared(ptr, len(live), why))
-                return None
+                    form = "closed"
+            if form == "closed":  # repeated members; the key guard keeps an unused key reachable
+                self.report.live_keys = True
+                form = "repeat"
             lo = max(min_p, 1) - 1
             hi = None if max_p is None else max_p - 1
             if hi is not None and hi < 0:

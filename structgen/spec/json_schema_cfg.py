@@ -838,10 +838,10 @@ class CfgSchemaCompiler:
             open_keys = (len(keys) == 0) if not extra else \
                 (True if not pat_items and len(extra) == 1 and len(keys) == len(live) + 1 else None)
             form = po.choose_form(keys, len(live), self.any_order_limit, open_keys)
-            if form != "declared":
-                return self._chain(live, x, form)
-            self.report.notes.append(po.note_declared(
-                ptr, len(live), f"2^{len(live)} key subsets > any_order_limit={self.any_order_limit}"))
+            if form == "closed":  # repeated members; the key guard keeps an unused key reachable
+                self.report.live_keys = True
+                form = "repeat"
+            return self._chain(live, x, form)
         floating = members[len(props):]  # required keys without a declared place: any order
         if 2 <= len(floating) <= self.max_floating_permutations:
             start = []

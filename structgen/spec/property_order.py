@@ -10,26 +10,29 @@ properties.  structgen splits the work:
   matcher of the grammar by :meth:`structgen.CompiledGrammar.matcher`) rejects any token that
   completes a key already present in the same object, in ``advance`` and in the mask alike.
 
-Per object the compilers pick one of three forms (:func:`choose_form`):
+Per object the compilers pick one of two forms (:func:`choose_form`):
 
 ``"repeat"``
     ``member ("," member)*`` over every declared and additional member, with a counter of the
     *required* members seen (exactly ``r`` of them: without duplicates, that is every required
-    key).  Linear in the number of properties.  Chosen when the object's key language is
+    key).  Linear in the number of properties.  Always right when the object's key language is
     *extension-infinite* (:func:`extension_infinite`: every prefix of an allowed key extends to
     infinitely many allowed keys -- e.g. ``additionalProperties`` is not ``false``): then, whatever
-    keys are used already, a key in progress can always be finished with a fresh key, so the guard
-    never leaves generation without a way forward.
+    keys are used already, a key in progress can always be finished with a fresh key.
 ``"subset"``
     The set of declared keys used so far is part of the grammar state (2^n states / nonterminals),
     so the grammar itself never offers a declared key twice.  For objects with a finite or
-    otherwise "closable" key language (``additionalProperties: false``), where the guard alone
-    could let a model start a key that only a used key completes.  Bounded by ``any_order_limit``
-    (the number of key subsets; default 1024, i.e. 10 properties) and, for one DFA, by
-    ``any_order_max_states`` (default 50,000: 2^n times the size of the members' automata).
-``"declared"``
-    Past that bound: the declared order (sound, narrower than the schema) and a line in
-    ``SchemaReport.notes``.
+    otherwise "closable" key language (``additionalProperties: false``), where the duplicate
+    check alone could let a model start a key that only a used key completes.  Bounded by
+    ``any_order_limit`` (the number of key subsets; default 1024, i.e. 10 properties) and, for one
+    DFA, by ``any_order_max_states`` (default 50,000: 2^n times the size of the members' automata).
+
+Past those bounds a closed object takes the "repeat" form too (:func:`choose_form` says
+``"closed"``) and ``SchemaReport.live_keys`` is set: the key guard then also refuses any token
+after which every key the grammar allows is a used one (``{"name": 1, "na`` when no unused key
+starts with ``na``; a comma when every key is used), so generation never walks into a key it
+cannot finish.  This check searches the used keys' trie with a byte probe of the grammar and is
+memoised per object and key prefix; it runs only for schemas with such objects.
 
 Options (both compilers): ``property_order="declared"|"any"``, ``any_order_limit=1024``,
 ``any_order_max_states=50_000`` (regular compiler).  ``SchemaReport.unique_keys`` is True under
@@ -37,12 +40,14 @@ Options (both compilers): ``property_order="declared"|"any"``, ``any_order_limit
 In this mode the grammar's object languages count as exact for ``not`` / ``oneOf`` / ``if``
 (their complement is exact modulo duplicate keys too, and the guard removes those).
 
-Known gap (liveness only, never exactness): in a "subset" or "declared" object, additional
-properties whose key language is not extension-infinite (``patternProperties: {"^x[0-9]$": ...}``
-with ``additionalProperties: false``) repeat under the guard, so a model can start such a key that
-only a used key completes.  Not covered (sound, narrower than the schema): ``enum``/``const``
-object values keep the key order they are written in; keys are read in the layout the compilers
-use in both modes (``json.dumps``' escaping).
+Known gap (liveness only, never exactness): in a "subset" object, additional properties whose key
+language is not extension-infinite (``patternProperties: {"^x[0-9]$": ...}`` with
+``additionalProperties: false``) repeat under the guard, so, unless ``live_keys`` is on for
+another object of the schema, a model can start such a key that only a used key completes.  The
+liveness check leaves out tokens containing ``\\``, ``{``, ``}``, ``[`` or ``]`` (a model can still
+write a used key's prefix through an escape).  Not covered (sound, narrower than the schema):
+``enum``/``const`` object values keep the key order they are written in; keys are read in the
+layout the compilers use in both modes (``json.dumps``' escaping).
 """
 from __future__ import annotations
 
@@ -101,7 +106,8 @@ def _all_infinite(trans: np.ndarray, accepting: np.ndarray) -> bool:
 
 
 def choose_form(key_nodes, n_declared: int, limit: int, open_keys=None) -> str:
-    """``"repeat"``, ``"subset"`` or ``"declared"`` for an object (see the module docstring).
+    """``"repeat"``, ``"subset"`` or ``"closed"`` (repeat, with the guard's liveness check) for an
+    object (see the module docstring).
 
     ``key_nodes``: the quoted key languages of the members that can occur (declared keys whose
     value can exist, additional-property key languages); ``n_declared``: how many declared
@@ -111,7 +117,7 @@ def choose_form(key_nodes, n_declared: int, limit: int, open_keys=None) -> str:
         return "repeat"
     if (1 << n_declared) <= limit:
         return "subset"
-    return "declared"
+    return "closed"
 
 
 def ir_size(node: ir.Node, cap: int = 1_000_000) -> int:
@@ -131,11 +137,6 @@ def ir_size(node: ir.Node, cap: int = 1_000_000) -> int:
         else:
             total += 1
     return total
-
-
-def note_declared(ptr: str, n: int, why: str) -> str:
-    return (f"#{ptr}: {n} properties kept in declared order under property_order='any' (the object's "
-            f"key language is closed, so the grammar must track which keys were used: {why})")
 
 
 def members_ir(live: list, x_member: ir.Node, sep: ir.Node, lo: int, hi, form: str) -> ir.Node:
