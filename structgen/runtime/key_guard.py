@@ -330,56 +330,6 @@ def guard_into(dst, src, cand, qcount, slow, fq_ptr, fq_tok, tdata, toff, hdr, f
                             kp_prev, kp_hash, kp_data, shdr, sframes, skbuf)
 
 
-@njit(cache=True, nogil=True)
-def key_landings(words, toks, tdata, toff, hdr, frames, kbuf, kp_off, kp_len, kp_prev, kp_hash, kp_data, shdr,
-                 sframes, skbuf, out_tok, out_kind, out_new):
-    """The allowed tokens of ``toks`` that leave the innermost object (holding a key, or
-    completing its first) where its next key is read: ``out_kind`` 1 inside a key, 0 after its comma;
-    ``out_new`` 1 when the token completed one key of the object on the way (tokens that complete
-    more, or that complete none from inside a key, are left out: see
-    :meth:`KeyGuardMatcher._lands_dead`).  The count, or -1 on OVERFLOW."""
-    depth = hdr[_DEPTH]
-    if depth == 0 or frames[depth - 1, 0] != _OBJ:
-        return 0
-    head = frames[depth - 1, 2]
-    in_key = hdr[_MODE] == _KEY_STR
-    one = np.uint32(1)
-    n = 0
-    for i in range(toks.shape[0]):
-        t = toks[i]
-        if words[t >> 5] & (one << np.uint32(t & 31)) == 0:
-            continue
-        for j in range(_HDR):
-            shdr[j] = hdr[j]
-        for d in range(depth):
-            sframes[d, 0] = frames[d, 0]
-            sframes[d, 1] = frames[d, 1]
-            sframes[d, 2] = frames[d, 2]
-        for j in range(hdr[_KLEN]):
-            skbuf[j] = kbuf[j]
-        st = feed(tdata, toff[t], toff[t + 1], shdr, sframes, skbuf, kp_off, kp_len, kp_prev, kp_hash, kp_data)
-        if st == OVERFLOW:
-            return -1
-        if st != OK or shdr[_DEPTH] != depth:
-            continue
-        new = shdr[_NKEYS] - hdr[_NKEYS]
-        if new == 0:
-            if in_key or head < 0 or sframes[depth - 1, 2] != head:
-                continue
-        elif new != 1 or sframes[depth - 1, 2] != hdr[_NKEYS]:
-            continue
-        if shdr[_MODE] == _KEY_STR:
-            out_kind[n] = 1
-        elif shdr[_MODE] == _STRUCT and sframes[depth - 1, 1] == 0:
-            out_kind[n] = 0
-        else:
-            continue
-        out_tok[n] = t
-        out_new[n] = new
-        n += 1
-    return n
-
-
 _TABLES: dict = {}
 
 
@@ -413,110 +363,6 @@ def _vocab_tables(vocab):
         _TABLES.clear()
     _TABLES[key] = (vocab, tables)
     return tables
-
-
-_LIVE_TABLES: dict = {}
-_UNCHECKED = frozenset(b"\\{}[]")  # bytes that exclude a token from the liveness check
-
-
-def _liveness_tables(vocab):
-    """Tables of the liveness check (cached per vocabulary), over the normal tokens without any
-    of ``\\ { } [ ]``: those that contain ``"`` or ``,`` (int64), both, ``"``; and a dict from the
-    bytes of every such token without ``"`` to its ids (the key pieces)."""
-    key = (id(vocab), vocab.fingerprint)
-    hit = _LIVE_TABLES.get(key)
-    if hit is not None and hit[0] is vocab:
-        return hit[1]
-    off = np.asarray(vocab.token_offsets, np.int64)
-    data = np.asarray(vocab.token_data)
-    n = int(np.asarray(vocab.is_normal).shape[0])
-    normal = np.asarray(vocab.is_normal, bool)[:n]
-
-    def count(byte):
-        cs = np.concatenate([[0], np.cumsum(data == byte, dtype=np.int64)])
-        return (cs[off[1:n + 1]] - cs[off[:n]]) > 0
-
-    bad = np.zeros(n, bool)
-    for b in _UNCHECKED:
-        bad |= count(b)
-    ok = normal & ~bad
-    quote, comma = count(0x22), count(0x2C)
-    qc = np.flatnonzero(ok & (quote | comma)).astype(np.int64)
-    qc2 = np.flatnonzero(ok & quote & comma).astype(np.int64)
-    qk = np.flatnonzero(ok & quote).astype(np.int64)
-    pieces: dict = {}
-    for t in np.flatnonzero(ok & ~quote).tolist():
-        pieces.setdefault(data[off[t]:off[t + 1]].tobytes(), []).append(t)
-    tables = (qc, qc2, qk, pieces)
-    if len(_LIVE_TABLES) > 16:
-        _LIVE_TABLES.clear()
-    _LIVE_TABLES[key] = (vocab, tables)
-    return tables
-
-
-class _Probe:
-    """Byte-level cursor over a copy of an inner matcher, for the liveness search: ``next_bytes``
-    (a superset of the bytes the grammar accepts next), ``accepts`` (exact), ``push``/``pop``."""
-
-    def __init__(self, inner):
-        tdfa = getattr(inner, "_tdfa", None)
-        if tdfa is not None:  # a TokenDFAMatcher: walk its byte DFA (trimmed: -1 = dead)
-            d = tdfa.dfa
-            self._tr, self._bc = d.transitions, np.asarray(d.byte_class)
-            self._states = [int(inner.state)]
-            self._m = None
-        else:
-            self._m = inner.fork()
-            self._one = np.zeros(1, np.uint8)
-
-    def next_bytes(self):
-        m = self._m
-        if m is None:
-            s = self._states[-1]
-            return np.flatnonzero(self._tr[s][self._bc] >= 0).tolist()
-        tb = m.engine.tables
-        lex = m._front[:, 0]
-        if lex.shape[0] == 0:
-            return []
-        if tb.gacc[lex].any():  # a lexeme may end here and any other start
-            return list(range(256))
-        return np.flatnonzero((tb.trans[lex] >= 0).any(axis=0)).tolist()
-
-    def accepts(self, b: int) -> bool:
-        m = self._m
-        if m is None:
-            return int(self._tr[self._states[-1], self._bc[b]]) >= 0
-        self._one[0] = b
-        return m._step(self._one)[0] == 1
-
-    def push(self, b: int) -> bool:
-        m = self._m
-        if m is None:
-            s2 = int(self._tr[self._states[-1], self._bc[b]])
-            if s2 < 0:
-                return False
-            self._states.append(s2)
-            return True
-        return m.advance_bytes(bytes((b,)))
-
-    def feed(self, data: bytes) -> bool:
-        """Advance over ``data`` for good (no ``pop``); False when the grammar refuses it."""
-        m = self._m
-        if m is None:
-            s = self._states[-1]
-            for b in data:
-                s = int(self._tr[s, self._bc[b]])
-                if s < 0:
-                    return False
-            self._states = [s]
-            return True
-        return m.advance_bytes(data)
-
-    def pop(self) -> None:
-        if self._m is None:
-            self._states.pop()
-        else:
-            self._m.rollback(1)
 
 
 class _Tracker:
@@ -608,10 +454,13 @@ class KeyGuardMatcher(Matcher):
         self.vocab = vocab
         self._tr = _tracker if _tracker is not None else _Tracker()
         self._history: list = [] if _history is None else _history
-        # live_keys: also refuse tokens after which only used keys can follow (see _prune)
+        # live_keys: also refuse tokens after which only used keys can follow (key_liveness.py)
         self.live_keys = bool(live_keys)
-        self._memo: dict = {} if _memo is None else _memo
-        self._live_tab = _liveness_tables(vocab) if self.live_keys else None
+        self._live = None
+        if self.live_keys:
+            from .key_liveness import LiveKeys
+
+            self._live = LiveKeys(self, _memo)
         # per-mask constants, looked up once
         self._tab = _vocab_tables(vocab)
         self._tdata = vocab.token_data
@@ -624,11 +473,12 @@ class KeyGuardMatcher(Matcher):
         self.inner.reset()
         self._tr = _Tracker()
         self._history = []
-        self._memo.clear()
+        if self._live is not None:
+            self._live.clear()
 
     def fork(self) -> "KeyGuardMatcher":
         return KeyGuardMatcher(self.inner.fork(), self.vocab, self._tr.copy(), list(self._history),
-                               self.live_keys, dict(self._memo))
+                               self.live_keys, dict(self._live.memo) if self._live is not None else None)
 
     def rollback(self, n: int = 1) -> None:
         if n < 0 or n > len(self._history):
@@ -637,7 +487,8 @@ class KeyGuardMatcher(Matcher):
             self.inner.rollback(n)
             self._tr.restore(self._history[-n])
             del self._history[-n:]
-            self._memo.clear()  # its keys name objects by key-pool index, reused from here on
+            if self._live is not None:
+                self._live.rolled_back()
 
     def accepted_tokens(self) -> int:
         return len(self._history)
@@ -661,7 +512,8 @@ class KeyGuardMatcher(Matcher):
         if not self.inner.advance(token):
             self._tr.restore(snap)
             return False
-        if self.live_keys and self._lands_dead(snap, v.token_data[off[token]:off[token + 1]]):
+        if self.live_keys and self._live is not None and \
+                self._live.refuses(snap, v.token_data[off[token]:off[token + 1]]):
             self.inner.rollback(1)
             self._tr.restore(snap)
             return False
@@ -687,7 +539,7 @@ class KeyGuardMatcher(Matcher):
             if ok:
                 inner._history.append(s)
                 inner._state = s2
-        if ok and self.live_keys and self._lands_dead(snap, np.frombuffer(data, np.uint8)):
+        if ok and self.live_keys and self._live is not None and self._live.refuses(snap, data):
             inner.rollback(1)
             ok = False
         if not ok:
@@ -718,8 +570,8 @@ class KeyGuardMatcher(Matcher):
             words = words.copy()
         if live:
             self._tr.clear(words, self._tab, self._tdata, self._toff)
-            if self.live_keys:
-                self._prune(words)
+            if self.live_keys and self._live is not None:
+                self._live.prune(words)
         return words
 
     def fill_bitmask(self, bitmask, row: int = 0) -> None:
@@ -729,14 +581,14 @@ class KeyGuardMatcher(Matcher):
             if dst is not None and dst.shape[0] == words.shape[0]:
                 # the guarded mask written straight into the row (no temporary, no torch copy)
                 self._tr.clear_into(dst, words, self._tab, self._tdata, self._toff)
-                if self.live_keys:
-                    self._prune(dst)
+                if self.live_keys and self._live is not None:
+                    self._live.prune(dst)
                 return
             if not fresh:
                 words = words.copy()
             self._tr.clear(words, self._tab, self._tdata, self._toff)
-            if self.live_keys:
-                self._prune(words)
+            if self.live_keys and self._live is not None:
+                self._live.prune(words)
         write_row(bitmask, row, words.view(np.int32))
 
     @staticmethod
@@ -749,215 +601,6 @@ class KeyGuardMatcher(Matcher):
                 or not bitmask.flags.writeable:
             return None
         return bitmask[row].view(np.uint32)
-
-    # ------------------------------------------------------------------ live keys
-    # In an object whose key language is closed (property_order="any" past the subset limit),
-    # the grammar repeats its members and the duplicate check alone could let a model start a
-    # key that only used keys complete: ``{"name": 1, "na`` when no unused key starts with "na".
-    # With ``live_keys`` the guard also refuses a token that leaves the innermost object (with at
-    # least one key) at the start of a key or inside one, where every key the grammar allows
-    # from there is used: ``_dead(P)``, searched over the used keys' trie with a byte probe of the
-    # inner grammar and memoised per (depth, key-list head, P).  Checked tokens are those
-    # without any of ``\\ { } [ ]`` that contain ``"`` or ``,`` (or any, inside a key), that complete
-    # no key and end inside a key or after the object's comma; the mask and ``advance`` apply the
-    # same rule, so a token's bit still says whether ``advance`` takes it.  Sound: a refused token
-    # had no valid continuation (bytes the search is unsure of -- escapes -- count as live).
-
-    def _used(self, d: int, head: int, extra):
-        """``(keys, kids)`` of the object at depth ``d`` whose key list starts at ``head``, plus
-        the key ``extra`` (bytes or None): its decoded keys, and every prefix of them mapped to
-        the bytes that extend it."""
-        k = ("U", d, head, extra)
-        hit = self._memo.get(k)
-        if hit is None:
-            tr, keys, e = self._tr, set(), head
-            while e >= 0:
-                o = int(tr.kp_off[e])
-                keys.add(tr.kp_data[o:o + int(tr.kp_len[e])].tobytes())
-                e = int(tr.kp_prev[e])
-            if extra is not None:
-                keys.add(extra)
-            kids: dict = {}
-            for key in keys:
-                for i in range(len(key)):
-                    kids.setdefault(key[:i], set()).add(key[i])
-                kids.setdefault(key, set())
-            hit = self._memo[k] = (keys, kids)
-        return hit
-
-    def _dead(self, d: int, head: int, extra, prefix: bytes, probe) -> bool:
-        """Whether every key the grammar allows after ``prefix`` is a used one (memoised);
-        ``probe`` makes a :class:`_Probe` positioned after ``prefix`` (None: unknown, live)."""
-        hit = self._memo.get((d, head, extra, prefix))
-        if hit is not None:
-            return hit
-        p = probe()
-        if p is None:
-            return False
-        keys, kids = self._used(d, head, extra)
-        return self._search(p, (d, head, extra), prefix, keys, kids)
-
-    def _search(self, p, obj, prefix, keys, kids) -> bool:
-        k = obj + (prefix,)
-        hit = self._memo.get(k)
-        if hit is not None:
-            return hit
-        along = kids.get(prefix, ())
-        dead = True
-        for b in p.next_bytes():
-            if b in along or (b == 0x22 and prefix in keys):
-                continue  # along a used key / closing a used key
-            if p.accepts(b):
-                dead = False
-                break
-        if dead:
-            for b in along:
-                if p.push(b):
-                    sub = self._search(p, obj, prefix + bytes((b,)), keys, kids)
-                    p.pop()
-                    if not sub:
-                        dead = False
-                        break
-        self._memo[k] = dead
-        return dead
-
-    def _probe_after(self, data, quote: bool):
-        """A probe after ``data`` (and, when ``quote``, the whitespace the layout asks for and
-        an opening quote), or None."""
-        p = _Probe(self.inner)
-        if len(data) and not p.feed(bytes(data)):
-            return None
-        if not quote:
-            return p
-        for _ in range(256):  # the layout may require whitespace first (", " or a pretty indent)
-            if p.accepts(0x22):
-                p.push(0x22)
-                return p
-            for ws in (0x20, 0x0A, 0x09, 0x0D):
-                if p.accepts(ws):
-                    p.push(ws)
-                    break
-            else:
-                return None
-        return None
-
-    def _lands_dead(self, pre, data) -> bool:
-        """The liveness rule for ``data`` just accepted from state ``pre`` (a tracker snapshot):
-        True when it leaves the innermost object (holding a key) after its comma or inside a key,
-        having completed at most one key of it on the way (none, when it started inside a key),
-        and every key the grammar allows from there is used.  Tokens with any of ``\\ { } [ ]``
-        and tokens without ``"`` or ``,`` (outside a key) are not checked."""
-        h, f, _ = pre
-        d = int(h[_DEPTH])
-        if d == 0 or f[d - 1, 0] != _OBJ:
-            return False
-        mode = int(h[_MODE])
-        if mode == _KEY_STR and (h[_ESC] or h[_HIGH]):
-            return False
-        raw = bytes(data)
-        if not _UNCHECKED.isdisjoint(raw) or (mode != _KEY_STR and b'"' not in raw and b"," not in raw):
-            return False
-        tr = self._tr
-        head = int(f[d - 1, 2])
-        if tr.hdr[_DEPTH] != d:
-            return False
-        new = int(tr.hdr[_NKEYS] - h[_NKEYS])
-        extra = None
-        if new == 0:
-            if head < 0 or tr.frames[d - 1, 2] != head:
-                return False
-        elif new == 1 and tr.frames[d - 1, 2] == h[_NKEYS]:
-            e = int(h[_NKEYS])
-            o = int(tr.kp_off[e])
-            extra = tr.kp_data[o:o + int(tr.kp_len[e])].tobytes()
-            if head < 0:
-                head = -2 - e  # names this object: no other gets key e first
-        else:
-            return False
-        if tr.hdr[_MODE] == _KEY_STR:
-            prefix = tr.kbuf[:tr.hdr[_KLEN]].tobytes()
-            if prefix not in self._used(d, head, extra)[1]:
-                return False
-            return self._dead(d, head, extra, prefix, lambda: _Probe(self.inner))
-        if tr.hdr[_MODE] == _STRUCT and tr.frames[d - 1, 1] == 0:
-            return self._dead(d, head, extra, b"", lambda: self._probe_after(b"", True))
-        return False
-
-    def _new_key(self, t: int) -> bytes:
-        """The key token ``t`` completes from the current state (replayed on scratch rows)."""
-        tr = self._tr
-        h = tr.hdr
-        tr.shdr[:] = h
-        dep = int(h[_DEPTH])
-        tr.sframes[:dep] = tr.frames[:dep]
-        tr.skbuf[:h[_KLEN]] = tr.kbuf[:h[_KLEN]]
-        feed(self._tdata, self._toff[t], self._toff[t + 1], tr.shdr, tr.sframes, tr.skbuf, tr.kp_off, tr.kp_len,
-             tr.kp_prev, tr.kp_hash, tr.kp_data)
-        e = int(h[_NKEYS])
-        o = int(tr.kp_off[e])
-        return tr.kp_data[o:o + int(tr.kp_len[e])].tobytes()
-
-    def _prune(self, words) -> None:
-        """Clear from ``words`` the allowed tokens :meth:`_lands_dead` would refuse."""
-        tr = self._tr
-        h = tr.hdr
-        d = int(h[_DEPTH])
-        if d == 0 or tr.frames[d - 1, 0] != _OBJ:
-            return
-        head = int(tr.frames[d - 1, 2])
-        mode = int(h[_MODE])
-        qc, qc2, qk, pieces = self._live_tab
-        off, data = self._toff, self._tdata
-        found: list = []  # (extra key, prefix or None for "after the comma", token ids)
-        if mode == _KEY_STR:
-            if h[_ESC] or h[_HIGH]:
-                return
-            keys, kids = self._used(d, head, None)
-            q = tr.kbuf[:h[_KLEN]].tobytes()
-            if head >= 0 and q in kids:  # key pieces that keep the key on a used key's path
-                by_prefix: dict = {}
-                for key in keys:
-                    if key.startswith(q):
-                        for end in range(len(q) + 1, len(key) + 1):
-                            ids = pieces.get(key[len(q):end])
-                            if ids:
-                                by_prefix[key[:end]] = ids
-                found = [(head, None, prefix, ids) for prefix, ids in by_prefix.items()]
-        toks = qk if mode == _KEY_STR else (qc if mode == _STRUCT else qc2)
-        out_tok = np.empty(toks.shape[0], np.int64)
-        out_kind = np.empty(toks.shape[0], np.int64)
-        out_new = np.empty(toks.shape[0], np.int64)
-        while True:
-            n = key_landings(words, toks, data, off, h, tr.frames, tr.kbuf, tr.kp_off, tr.kp_len, tr.kp_prev,
-                             tr.kp_hash, tr.kp_data, tr.shdr, tr.sframes, tr.skbuf, out_tok, out_kind, out_new)
-            if n >= 0:
-                break
-            tr.grow()
-        # the object as _lands_dead names it after a token that completes its first key
-        first = -2 - int(h[_NKEYS]) if head < 0 else head
-        for t, kind, new in zip(out_tok[:n].tolist(), out_kind[:n].tolist(), out_new[:n].tolist()):
-            extra = self._new_key(t) if new else None
-            obj = first if new else head
-            if kind == 0:
-                found.append((obj, extra, None, [t]))
-            else:
-                raw = data[off[t]:off[t + 1]].tobytes()
-                prefix = raw[raw.rindex(b'"') + 1:]
-                if prefix in self._used(d, obj, extra)[1]:
-                    found.append((obj, extra, prefix, [t]))
-        one = np.uint32(1)
-        for obj, extra, prefix, ids in found:
-            live_ids = [t for t in ids if words[t >> 5] & (one << np.uint32(t & 31))]
-            if not live_ids:
-                continue
-            raw = data[off[live_ids[0]]:off[live_ids[0] + 1]]
-            if prefix is None:
-                dead = self._dead(d, obj, extra, b"", lambda: self._probe_after(raw, True))
-            else:
-                dead = self._dead(d, obj, extra, prefix, lambda: self._probe_after(raw, False))
-            if dead:
-                for t in live_ids:
-                    words[t >> 5] &= ~(one << np.uint32(t & 31))
 
     def allowed_tokens(self) -> np.ndarray:
         w = self.mask_words()
@@ -984,7 +627,7 @@ class KeyGuardMatcher(Matcher):
     def __getattr__(self, name):
         # anything else (``state``, ``engine``...) is the inner matcher's
         if name in ("inner", "vocab", "_tr", "_history", "_tab", "_tdata", "_toff", "_tdfa", "_fresh", "live_keys",
-                    "_memo", "_live_tab"):
+                    "_live"):
             raise AttributeError(name)
         return getattr(self.inner, name)
 
