@@ -187,6 +187,10 @@ class MaskCache:
                 if self.clears != epoch:
                     return -1 - made
                 n0 = int(w.cnt[mk.C_ENT])
+                # room for an entry of any size first: a full pool is only found at the end of an
+                # entry's walk, which then runs again (a root entry of a terminal that takes most
+                # tokens -- an identifier, a CSV field -- costs milliseconds)
+                self.grow(w, engine.words, engine.trie.node_depth.shape[0])
                 k, st = mk.fill_entries(bls[done:done + batch], gs[done:done + batch], tb.trans, tb.gacc, tb.gout, tb.gterm,
                                         tb.follow, *engine._trie_args, *w.arrays(), *self.scratch(),
                                         *engine.free_lexer(), *engine.runs())

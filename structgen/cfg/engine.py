@@ -559,7 +559,7 @@ class CompiledCFG:
                 self.prefill_thread.start()
         self.compile_seconds = time.perf_counter() - t0
 
-    def free_lexer(self):
+    def free_lexer(self, precise: bool | None = None):
         """``(trans[S, 256], zeros[S], out[S])``: a DFA of the prefixes of any sequence of
         lexemes, ignoring the parser (built on first use).  Tokens below a boundary that
         it rejects can never be allowed, so :mod:`structgen.cfg.mask` leaves them out of
@@ -567,7 +567,19 @@ class CompiledCFG:
         prefixes is sound there (it only skips less): when every lexeme is JSON text (the
         JSON Schema grammars) the fixed DFA of JSON lexical prefixes (:func:`_json_lexer`)
         is used, checked by a product walk instead of a subset construction per grammar;
-        else the grammar's own DFA; one accepting every byte string when that is too large."""
+        else the grammar's own DFA; one accepting every byte string when that is too large.
+
+        ``precise`` (default: ``mask.FREE_WALK_NODES > 0``) False: the one-state DFA accepting
+        every byte string, without building anything.  The mask kernel walks the free lexer
+        only below boundary lists whose children span at most ``FREE_WALK_NODES`` trie nodes;
+        at 0 that never happens (a list is only made with a child), so a grammar's own DFA
+        would be built (milliseconds: a subset construction over every terminal) for nothing."""
+        from . import mask as mk
+
+        if precise is None:
+            precise = mk.FREE_WALK_NODES > 0
+        if not precise:
+            return _ANY_BYTES
         fl = getattr(self, "_free_lexer", None)
         if fl is None:
             from ..errors import StructgenError
@@ -585,7 +597,7 @@ class CompiledCFG:
                     d = build(ir.repeat(ir.alt(*nodes), 1, None), max_states=4096)
                     trans = np.ascontiguousarray(d.transitions[:, d.byte_class], dtype=np.int32)
                 except StructgenError:
-                    trans = np.zeros((1, 256), np.int32)  # one state looping on every byte
+                    trans = _ANY_BYTES[0]
             n = trans.shape[0]
             fl = self._free_lexer = (trans, np.zeros(n, np.uint8), (trans >= 0).any(axis=1).astype(np.uint8))
         return fl
@@ -615,6 +627,10 @@ class CompiledCFG:
                 f"states, {self.compile_seconds * 1e3:.1f} ms)")
 
 
+# one state looping on every byte (a free lexer that rejects nothing), shared; never written
+# (kept writeable: Numba compiles separate kernels for read-only arrays)
+_ANY_BYTES = (np.zeros((1, 256), np.int32), np.zeros(1, np.uint8), np.ones(1, np.uint8))
+
 PREFILL_SECONDS = 0.05
 PREFILL_SYNC_SECONDS = 0.015  # of which spent inside compile
 
@@ -628,10 +644,20 @@ def _warm_up() -> None:
     if _WARM:
         return
     _WARM = True
+    try:
+        # Lark's grammar parser (its LALR tables: 120 ms), for the grammars our faster reader
+        # leaves to Lark (%import, templates): the tiny grammar below no longer builds it
+        from lark.load_grammar import _get_parser
+
+        _get_parser()
+    except Exception:  # (a private helper: a Lark without it builds its parser on first use)
+        pass
     from ..vocab.vocabulary import Vocabulary
     from .lark_frontend import lark_to_cfg
     from . import mask as mk
+    from .terminals import literal_set_dfa
 
+    literal_set_dfa((ir.literal("ab"), ir.literal("b")))  # its minimiser's kernel (acyclic_blocks)
     vocab = Vocabulary.from_bytes([b"a", b"b", b"ab", b" ", b"ba ", b"a b", None], eos_ids=[6])
     cg = CompiledCFG(lark_to_cfg('start: "a" NAME (" " NAME)*\nNAME: /[ab]+/'), vocab)
     m = cg.matcher()

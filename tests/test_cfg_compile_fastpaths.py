@@ -1,0 +1,96 @@
+"""Compile-time shortcuts of the grammar engine, each against the slow construction it replaces.
+
+- ``terminals.literal_set_dfa`` (unions of plain literals as a minimised trie) vs the builder's
+  subset construction of the same IR: the same arrays;
+- the one-state free lexer handed to the mask kernel while ``mask.FREE_WALK_NODES`` is 0
+  (``CompiledCFG.free_lexer``) vs the grammar's own free lexer: the same masks;
+- the prefill's pools grown before each batch: the same masks as without a prefill.
+"""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from structgen import grammars
+from structgen.automaton import ir
+from structgen.automaton.build import build_dfa
+from structgen.cfg import compile_cfg, lark_to_cfg
+from structgen.cfg import engine as E
+from structgen.cfg.terminals import build, literal_set_dfa
+from tests.helpers import load_vocab
+
+
+def _same_dfa(a, b) -> bool:
+    return (a.start == b.start and np.array_equal(a.transitions, b.transitions)
+            and np.array_equal(a.accepting, b.accepting) and np.array_equal(a.byte_class, b.byte_class))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_literal_set_dfa_equals_builder(seed):
+    rng = random.Random(seed)
+    for _ in range(150):
+        alphabet = rng.choice(["ab", "abc+=", "a\u00e9\u20acx\U0001F600", "<>=!", "\x00\xff"])
+        words = {"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 5))) for _ in range(rng.randint(2, 8))}
+        node = ir.alt(*[ir.literal(w) for w in words])
+        d = literal_set_dfa(node.items if isinstance(node, ir.Alt) else (node,))
+        assert d is not None
+        assert _same_dfa(d, build_dfa(node)), words
+        assert _same_dfa(build(node), build_dfa(node))
+
+
+def test_literal_set_dfa_declines_other_unions():
+    for node in [ir.alt(ir.literal("ab"), ir.CharSet.of([(0x61, 0x62)])),       # a class of two
+                 ir.alt(ir.literal("ab"), ir.repeat(ir.literal("c"), 0, None)),  # a repeat
+                 ir.alt(ir.literal("a"), ir.seq(ir.literal("b"), ir.CharSet.of([(0xD800, 0xD800)])))]:
+        assert literal_set_dfa(node.items) is None
+        assert _same_dfa(build(node), build_dfa(node))
+
+
+@pytest.fixture(scope="module")
+def llama3():
+    return load_vocab("llama3")
+
+
+def _walk_masks(cg, vocab, seed: int, steps: int = 24, walks: int = 4):
+    """Masks along random walks through allowed tokens."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(walks):
+        m = cg.matcher()
+        for _ in range(steps):
+            w = m.mask_words().copy()
+            out.append(w)
+            allowed = np.flatnonzero(np.unpackbits(w.view(np.uint8), bitorder="little"))
+            allowed = allowed[allowed < vocab.logits_width]
+            allowed = allowed[~np.isin(allowed, vocab.eos_ids)]
+            if allowed.size == 0:
+                break
+            assert m.advance(int(rng.choice(allowed)))
+    return out
+
+
+@pytest.mark.parametrize("name", ["c_subset", "sql", "robot", "csv", "json"])
+def test_trivial_free_lexer_gives_the_same_masks(name, llama3, monkeypatch):
+    cfg = lark_to_cfg(grammars.load(name))
+    plain = compile_cfg(cfg, llama3)
+    assert plain.free_lexer()[0].shape[0] == 1  # the shortcut is in use
+    own = plain.free_lexer(precise=True)
+    assert own[0].shape[0] > 1
+    monkeypatch.setattr(E.CompiledCFG, "free_lexer", lambda self, precise=None: own)
+    precise = compile_cfg(cfg, llama3)
+    for a, b in zip(_walk_masks(plain, llama3, 7), _walk_masks(precise, llama3, 7)):
+        assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("name", ["csv", "c_subset"])
+def test_prefilled_masks_equal_unprefilled(name, llama3):
+    cfg = lark_to_cfg(grammars.load(name))
+    filled = compile_cfg(cfg, llama3, prefill_seconds=5.0)
+    if filled.prefill_thread is not None:
+        filled.prefill_thread.join()
+    assert filled.cache.prefilled
+    cold = compile_cfg(cfg, llama3)
+    for a, b in zip(_walk_masks(filled, llama3, 3), _walk_masks(cold, llama3, 3)):
+        assert np.array_equal(a, b)
