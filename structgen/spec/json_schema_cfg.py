@@ -401,7 +401,8 @@ def _objects_disjoint(a: dict, b: dict) -> bool:
 class _LeafCompiler(js._Compiler):
     """The regular compiler with string lengths capped: ``maxLength`` above ``max_string_length``
     counts as ``max_string_length`` (sound, not exact: a counted repetition costs ~20 DFA states
-    per code point, so ``maxLength: 65535`` has no practical automaton)."""
+    per code point, so ``maxLength: 65535`` has no practical automaton).  Plain long strings do
+    not get here: :meth:`CfgSchemaCompiler._long_string` counts them in chunks."""
 
     max_string_length = 256
 
@@ -465,10 +466,19 @@ class CfgSchemaCompiler:
         self._n += 1
         return f"{hint}#{self._n}"
 
-    def term(self, node: ir.Node, hint: str = "t") -> str:
-        """The terminal name of a regular language (deduplicated); ``None`` for the empty language."""
+    def term(self, node: ir.Node, hint: str = "t", ws: bool = True) -> str:
+        """The terminal name of a regular language (deduplicated); ``None`` for the empty language.
+        ``ws=False``: no whitespace before it (a piece of a longer lexical unit)."""
         if node == ir.NOTHING:
             return None
+        if not ws and self.ws is not None:
+            node = ir.seq(node)  # kept apart from the same text with whitespace allowed
+            name = self._term_by_node.get(("raw", node))
+            if name is None:
+                name = self._fresh(hint.upper())
+                self._term_by_node[("raw", node)] = name
+                self.terminals[name] = self.rc.block(node)
+            return name
         if not isinstance(node, (ir.CharSet, ir.Embed)) and not _is_literal(node):
             # built now: an empty language (a contradiction inside a leaf) is found here, and
             # the engine then starts from a minimal DFA
@@ -704,6 +714,11 @@ class CfgSchemaCompiler:
             types = set(tl)
         alts = []
         scalars = [x for x in _SCALARS if x in types]
+        if "string" in scalars and _SCALAR_ALLOF not in s:
+            long = self._long_string(s, ptr)
+            if long is not None:
+                alts.append((long,))
+                scalars.remove("string")
         if scalars:
             if t is None and not any(k in s for k in _SCALAR_KW) and _SCALAR_ALLOF not in s:
                 alts.append((self.scalar_any(),))
@@ -725,6 +740,43 @@ class CfgSchemaCompiler:
         if "array" in types:
             alts += self.array(s, ptr, base)
         return alts
+
+    def _long_string(self, s: dict, ptr: str):
+        """Strings whose ``maxLength`` is past ``max_string_length`` (and no ``pattern`` or
+        ``format``): the symbol of an exact grammar, or None (the regular compiler's string).
+
+        One automaton counting to ``maxLength`` code points needs about 20 states per code point
+        (65535: over a million), so the body is cut into chunks of exactly ``max_string_length``
+        code points, counted by rules: ``B_k -> tail_k | CHUNK B_{k+1}`` with ``k`` chunks read,
+        ``tail_k`` the last ``max(minLength - kC, 0)`` to ``min(C - 1, maxLength - kC)`` code points
+        and the closing quote.  Chunks are exact-length lexemes, so every string has one parse."""
+        cap = int(self.rc.max_string_length)
+        lo, hi = s.get("minLength", 0), s.get("maxLength")
+        if any(k in s for k in ("pattern", "format", "enum", "const")) or hi is None:
+            return None
+        for kw, v in (("minLength", lo), ("maxLength", hi)):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != int(v):
+                raise SchemaError(f"{kw} must be a non-negative integer", f"{ptr}/{kw}")
+        lo, hi = int(lo), int(hi)
+        if hi <= cap or lo > hi:
+            return None
+        if hi // cap > 4096:
+            return None  # the regular compiler caps it (reported)
+        char = encode(ir.ANY_CHAR, "value")
+        quote = ir.literal('"')
+        chunk = self.term(ir.Repeat(char, cap, cap), "chunk", ws=False)
+        name = self._fresh("longstr")
+        body = [self._fresh("B") for _ in range(hi // cap + 1)]
+        for k, b in enumerate(body):
+            alts = []
+            t_lo, t_hi = max(lo - k * cap, 0), min(cap - 1, hi - k * cap)
+            if t_lo <= t_hi:
+                alts.append((self.term(ir.seq(ir.Repeat(char, t_lo, t_hi), quote), "tail", ws=False),))
+            if k + 1 < len(body) and hi - (k + 1) * cap >= 0:
+                alts.append((chunk, body[k + 1]))
+            self.rules[b] = alts
+        self.rules[name] = [(self.term(quote, "'\"'"), body[0])]
+        return name
 
     # ------------------------------------------------------------------ free-form values
     def scalar_any(self) -> str:
@@ -1212,7 +1264,9 @@ def compile_json_schema_cfg(schema, **options) -> js.SchemaReport:
     Options: ``whitespace="compact"|"flexible"|"dumps"``, ``max_whitespace=16``, ``lenient=False``,
     ``draft=None``, ``time_limit=10.0`` (seconds, for the regular leaves), ``max_states``,
     ``max_array_unroll=2048`` (bounded array lengths become rule chains up to this length),
-    ``max_string_length=256`` (larger ``maxLength`` values are lowered to it: sound, reported in
+    ``max_string_length=256`` (a string schema with a larger ``maxLength`` is counted in chunks of
+    this many code points by rules, exactly; inside a leaf compiled as one automaton -- with a
+    ``pattern`` or ``format``, under ``not`` / ``oneOf`` -- it is lowered to it: sound, reported in
     ``report.truncated``), ``max_floating_permutations=3`` (required keys that ``properties`` does
     not place -- from ``required`` alone, ``dependentRequired``, ``oneOf`` of ``required`` -- may
     come in any order when there are at most this many) and the
