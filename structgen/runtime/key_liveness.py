@@ -16,20 +16,24 @@ construction: a refused token has no valid continuation; a byte the search canno
 escape) counts as live.
 
 Which tokens are checked (the same rule in the mask and in ``advance``, so a mask bit still says
-whether ``advance`` takes the token): tokens without any of ``\\ { } [ ]`` that, from the current
-state, end inside a key or after a comma of the innermost object, having completed no key of it
-on the way (or one, when they started outside a key), where the object then holds a key.
-Inside a key, those are the tokens that extend it along a used key (found by walking the token
-trie along the used keys, :func:`prune_in_key`); elsewhere, the tokens with a ``"`` or ``,``
-replayed by :func:`prune_landings`.  The automaton states at the start of a key (after its
-opening quote) are found once per object and key set with a byte probe of the grammar.
+whether ``advance`` takes the token): tokens without any of ``\\ { } [ ]``, fed with no escape
+in progress, that end inside a key or after a comma of the innermost object, having completed at
+most one key of it on the way, where the object then holds a key.  Inside a key, those that go on
+with it along a used key are found by walking the token trie along the used keys
+(:func:`prune_in_key`); the others are listed once per vocabulary by where they start
+(:func:`landing_table`: what a token without those bytes does depends only on the mode it starts
+in) and checked by :func:`prune_table`.  The automaton states at the start of the object's keys
+(after an opening quote) are found once per object with a byte probe of the grammar; a later
+member's key language is the same or smaller (required keys drop out once all are used), so
+they serve every member.
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from .key_guard import (_DEPTH, _ESC, _HDR, _HIGH, _KEY_STR, _KLEN, _MODE, _NKEYS, _OBJ, _STRUCT, OK, OVERFLOW,
+from .key_guard import (_DEPTH, _ESC, _HDR, _HIGH, _KEY_STR, _KLEN, _MODE, _NKEYS, _OBJ, _STRUCT, _VALUE_STR, OK,
+                        OVERFLOW,
                         feed)
 
 _QUOTE = 0x22
@@ -314,102 +318,134 @@ def _with_key(kdata, koff, kp_data, lo, n):
     return kd, ko
 
 
+#: the starting points of the landing tables: (mode, object frame state)
+_STARTS = ((_STRUCT, 0), (_STRUCT, 1), (_STRUCT, 2), (_VALUE_STR, 2), (_KEY_STR, 0))
+
+
 @njit(cache=True, nogil=True)
-def prune_landings(words, toks, tdata, toff, hdr, frames, kbuf, kp_off, kp_len, kp_prev, kp_hash, kp_data, shdr,
-                   sframes, skbuf, root, n_root, kdata, koff, trans, bc, acc, memo, bmask, stack_s, stack_b):
-    """Replay the allowed tokens of ``toks`` (a bitmask of tokens with ``"`` or ``,``) and clear the ones
-    that end after the innermost object's comma with every allowed key used, or inside a key
-    at a dead prefix (``root``: the automaton states after a key's opening quote; a token that
-    completes a key on the way is judged with that key added).  OK, or OVERFLOW (grow the
-    tracker and call again)."""
-    depth = hdr[_DEPTH]
-    if depth == 0 or frames[depth - 1, 0] != _OBJ or n_root == 0:
-        return OK
-    head = frames[depth - 1, 2]
+def landing_table(tdata, toff, toks, mode, fstate):
+    """Which tokens of ``toks``, fed from ``mode`` in an object whose frame is in ``fstate`` (a
+    value string or inside a key: no escape pending), end inside the object's next key or after
+    its comma, with at most one key completed on the way: ``(ids, kind (1 in a key, 0 after
+    the comma), start of the new key's bytes in the token, [lo, hi) of the completed key's bytes
+    in the token or -1)``.  Tokens have no ``\\ { } [ ]``, so the depth never changes and what
+    they do depends on nothing else."""
+    n = toks.shape[0]
+    ids = np.empty(n, np.int64)
+    kind = np.empty(n, np.int64)
+    poff = np.empty(n, np.int64)
+    klo = np.empty(n, np.int64)
+    khi = np.empty(n, np.int64)
+    hdr = np.zeros(_HDR, np.int64)
+    frames = np.zeros((2, 3), np.int64)
+    kbuf = np.zeros(4096, np.uint8)
+    kp_off = np.zeros(4, np.int64)
+    kp_len = np.zeros(4, np.int64)
+    kp_prev = np.zeros(4, np.int64)
+    kp_hash = np.zeros(4, np.int64)
+    kp_data = np.zeros(4096, np.uint8)
+    m = 0
+    for i in range(n):
+        t = toks[i]
+        for j in range(_HDR):
+            hdr[j] = 0
+        hdr[_DEPTH] = 1
+        hdr[_MODE] = mode
+        frames[0, 0] = _OBJ
+        frames[0, 1] = fstate
+        frames[0, 2] = -1
+        lo, hi = toff[t], toff[t + 1]
+        if feed(tdata, lo, hi, hdr, frames, kbuf, kp_off, kp_len, kp_prev, kp_hash, kp_data) != OK:
+            continue
+        if hdr[_DEPTH] != 1 or hdr[_NKEYS] > 1:
+            continue
+        if hdr[_MODE] == _KEY_STR:
+            kind[m] = 1
+        elif hdr[_MODE] == _STRUCT and frames[0, 1] == 0:
+            kind[m] = 0
+        else:
+            continue
+        if mode == _KEY_STR and hdr[_NKEYS] == 0:
+            continue  # still the same key: the key pieces (prune_in_key)
+        q = hi - 1
+        while q >= lo and tdata[q] != _QUOTE:
+            q -= 1
+        poff[m] = q + 1 - lo if kind[m] == 1 else hi - lo
+        klo[m] = -1
+        khi[m] = -1
+        if hdr[_NKEYS] == 1:  # the completed key: before the first quote (from inside a key),
+            a = lo           # else between the first two quotes
+            if mode != _KEY_STR:
+                while tdata[a] != _QUOTE:
+                    a += 1
+                a += 1
+            b = a
+            while tdata[b] != _QUOTE:
+                b += 1
+            klo[m] = a - lo
+            khi[m] = b - lo
+        ids[m] = t
+        m += 1
+    return ids[:m], kind[:m], poff[:m], klo[:m], khi[:m]
+
+
+@njit(cache=True, nogil=True)
+def prune_table(words, ids, kind, poff, klo, khi, tdata, toff, q, qlen, head, root, n_root, kdata, koff, trans, bc,
+                acc, memo, bmask, stack_s, stack_b):
+    """Clear from ``words`` the allowed tokens of a landing table (:func:`landing_table`) that
+    end after the object's comma with every allowed key used, or inside a key at a dead prefix
+    (``root``: the states after a key's opening quote; a completed key joins the used keys; from
+    inside a key, ``q[:qlen]`` is its start).  The number cleared."""
     one = np.uint32(1)
-    empty_dead = -1  # dead("") for the object's own keys, once computed
+    empty_dead = -1
     pref = np.empty(256, np.uint8)
-    cur = np.empty(n_root, np.int64)
-    nxt = np.empty(n_root, np.int64)
-    for w in range(toks.shape[0]):  # the allowed tokens of the list, word by word
-        x = words[w] & toks[w]
-        while x != 0:
-            low = x & (~x + one)  # the lowest set bit
-            x = x & ~low
-            k = 0
-            while (low >> np.uint32(k)) != one:
-                k += 1
-            t = w * 32 + k
-            bit = low
-            for j in range(_HDR):
-                shdr[j] = hdr[j]
-            for d in range(depth):
-                for c in range(frames.shape[1]):
-                    sframes[d, c] = frames[d, c]
-            for j in range(hdr[_KLEN]):
-                skbuf[j] = kbuf[j]
-            st = feed(tdata, toff[t], toff[t + 1], shdr, sframes, skbuf, kp_off, kp_len, kp_prev, kp_hash, kp_data)
-            if st == OVERFLOW:
-                return OVERFLOW
-            if st != OK or shdr[_DEPTH] != depth:
-                continue
-            in_key = shdr[_MODE] == _KEY_STR
-            if not in_key and not (shdr[_MODE] == _STRUCT and sframes[depth - 1, 1] == 0):
-                continue
-            new = shdr[_NKEYS] - hdr[_NKEYS]
-            kd, ko = kdata, koff
-            if new == 1 and sframes[depth - 1, 2] == hdr[_NKEYS]:
-                e = hdr[_NKEYS]  # the key this token completed, still in the pool
-                kd, ko = _with_key(kdata, koff, kp_data, kp_off[e], kp_len[e])
-            elif new != 0 or head < 0:
-                continue
-            if not in_key:
-                if new == 0 and empty_dead >= 0:
-                    dead = empty_dead == 1
-                else:
-                    dead = prefix_dead(trans, bc, acc, memo, bmask, root, n_root, pref, 0, kd, ko, stack_s, stack_b)
-                    if new == 0:
-                        empty_dead = 1 if dead else 0
+    cur = np.empty(max(n_root, 1), np.int64)
+    nxt = np.empty(max(n_root, 1), np.int64)
+    cleared = 0
+    for i in range(ids.shape[0]):
+        t = ids[i]
+        w = t >> 5
+        bit = one << np.uint32(t & 31)
+        if words[w] & bit == 0:
+            continue
+        lo = toff[t]
+        kd, ko = kdata, koff
+        if klo[i] >= 0:
+            n = qlen + khi[i] - klo[i]
+            extra = np.empty(n, np.uint8)
+            for j in range(qlen):
+                extra[j] = q[j]
+            for j in range(khi[i] - klo[i]):
+                extra[qlen + j] = tdata[lo + klo[i] + j]
+            kd, ko = _with_key(kdata, koff, extra, 0, n)
+        elif head < 0:
+            continue
+        if kind[i] == 0:
+            if klo[i] < 0 and empty_dead >= 0:
+                dead = empty_dead == 1
             else:
-                # the key opened in this token: its bytes after the last quote
-                hi = toff[t + 1]
-                q = hi - 1
-                while tdata[q] != _QUOTE:
-                    q -= 1
-                plen = hi - q - 1
-                if plen > 255:
-                    continue
-                for j in range(n_root):
-                    cur[j] = root[j]
-                nc = n_root
-                for j in range(plen):
-                    b = tdata[q + 1 + j]
-                    pref[j] = b
-                    nc = _step_states(trans, bc, cur, nc, b, nxt)
-                    for k in range(nc):
-                        cur[k] = nxt[k]
-                dead = nc > 0 and prefix_dead(trans, bc, acc, memo, bmask, cur, nc, pref, plen, kd, ko, stack_s,
-                                              stack_b)
-            if dead:
-                words[w] = words[w] & ~bit
-    return OK
-
-
-@njit(cache=True, nogil=True)
-def allowed_ids(words, bits, out):
-    """The ids of the tokens set in both ``words`` and ``bits`` (ascending) into ``out``; the count."""
-    n = 0
-    one = np.uint32(1)
-    for w in range(bits.shape[0]):
-        x = words[w] & bits[w]
-        k = 0
-        while x != 0:
-            if x & one:
-                out[n] = w * 32 + k
-                n += 1
-            x = x >> one
-            k += 1
-    return n
+                dead = prefix_dead(trans, bc, acc, memo, bmask, root, n_root, pref, 0, kd, ko, stack_s, stack_b)
+                if klo[i] < 0:
+                    empty_dead = 1 if dead else 0
+        else:
+            plen = toff[t + 1] - lo - poff[i]
+            if plen > 255:
+                continue
+            for j in range(n_root):
+                cur[j] = root[j]
+            nc = n_root
+            for j in range(plen):
+                b = tdata[lo + poff[i] + j]
+                pref[j] = b
+                nc = _step_states(trans, bc, cur, nc, b, nxt)
+                for k in range(nc):
+                    cur[k] = nxt[k]
+            dead = nc > 0 and prefix_dead(trans, bc, acc, memo, bmask, cur, nc, pref, plen, kd, ko, stack_s,
+                                          stack_b)
+        if dead:
+            words[w] = words[w] & ~bit
+            cleared += 1
+    return cleared
 
 
 # ----------------------------------------------------------------------------- tables
@@ -417,9 +453,9 @@ _VOCAB: dict = {}
 
 
 def vocab_tables(vocab):
-    """Per vocabulary (cached): the normal tokens without any of ``\\ { } [ ]`` that contain
-    ``,`` / ``"`` and ``,`` / ``"``, each as (int64 ids, uint32 bitmask words), and ``unchecked``
-    (uint8 per token: 1 for tokens the check leaves alone)."""
+    """Per vocabulary (cached): ``unchecked`` (uint8 per token: 1 for the tokens the check leaves
+    alone, those with any of ``\\ { } [ ]``) and the landing tables (:func:`landing_table`) of
+    the other tokens with a ``"`` or ``,``, per starting point (``_STARTS``)."""
     key = (id(vocab), vocab.fingerprint)
     hit = _VOCAB.get(key)
     if hit is not None and hit[0] is vocab:
@@ -442,14 +478,10 @@ def vocab_tables(vocab):
         bad |= has(b)
     ok = normal & ~bad
     quote, comma = has(_QUOTE), has(0x2C)
-    words = (width + 31) // 32
-    lists = []
-    for sel in (ok & comma, ok & quote & comma, ok & quote):
-        ids = np.flatnonzero(sel).astype(np.int64)
-        bits = np.zeros(words, np.uint32)
-        np.bitwise_or.at(bits, ids >> 5, (np.uint32(1) << (ids & 31).astype(np.uint32)).astype(np.uint32))
-        lists.append((ids, bits))
-    tables = (*lists, (~ok).astype(np.uint8))
+    cand = np.flatnonzero(ok & (quote | comma)).astype(np.int64)
+    data64, off64 = np.ascontiguousarray(data), np.ascontiguousarray(off)
+    landings = {start: landing_table(data64, off64, cand, start[0], start[1]) for start in _STARTS}
+    tables = ((~ok).astype(np.uint8), landings)
     if len(_VOCAB) > 16:
         _VOCAB.clear()
     _VOCAB[key] = (vocab, tables)
@@ -477,8 +509,8 @@ _IDENTITY = np.arange(256, dtype=np.int64)
 _DFAS: dict = {}
 
 
-def automaton(inner):
-    """``(trans, bc, acc, states)``: the byte automaton behind ``inner`` and its states now."""
+def byte_automaton(inner):
+    """``(trans, bc, acc)``: the byte automaton behind ``inner`` (see :func:`prefix_dead`)."""
     tdfa = getattr(inner, "_tdfa", None)
     if tdfa is not None:  # a TokenDFAMatcher: its trimmed byte DFA (-1 = no way to accept)
         d = tdfa.dfa
@@ -489,14 +521,22 @@ def automaton(inner):
             if len(_DFAS) > 64:
                 _DFAS.clear()
             _DFAS[id(d)] = hit
-        s = int(inner.state)
-        return hit[1], hit[2], hit[3], np.array([s] if s >= 0 else [], np.int64)
+        return hit[1:]
     tb = inner.engine.tables
+    return tb.trans, _IDENTITY, tb.gacc
+
+
+def current_states(inner) -> np.ndarray:
+    """The automaton states of ``inner`` now."""
+    tdfa = getattr(inner, "_tdfa", None)
+    if tdfa is not None:
+        s = int(inner.state)
+        return np.array([s] if s >= 0 else [], np.int64)
     front = inner._front
     hit = getattr(inner, "_lex_states", None)
     if hit is None or hit[0] is not front:  # the frontier's lexer states, once per position
         hit = inner._lex_states = (front, np.unique(front[:, 0]).astype(np.int64))
-    return tb.trans, _IDENTITY, tb.gacc, hit[1]
+    return hit[1]
 
 
 def states_after(inner, data: bytes):
@@ -507,7 +547,7 @@ def states_after(inner, data: bytes):
         s = tdfa.dfa.walk(data, int(inner.state)) if data else int(inner.state)
         return np.array([s], np.int64) if s >= 0 else None
     if not data:
-        return automaton(inner)[3]
+        return current_states(inner)
     st, _, front, _ = inner._step(np.frombuffer(data, np.uint8))
     return np.unique(front[:, 0]).astype(np.int64) if st == 1 else None
 
@@ -538,6 +578,13 @@ class LiveKeys:
         self.g = guard
         self.tables = vocab_tables(guard.vocab)
         self.memo: dict = {} if memo is None else memo
+        self._auto = None  # (trans, bc, acc, cycle memo, byte masks, scratch, scratch), on first use
+
+    def _automaton(self):
+        if self._auto is None:
+            trans, bc, acc = byte_automaton(self.g.inner)
+            self._auto = (trans, bc, acc, *_cycle_memo(trans))
+        return self._auto
 
     def fork(self, guard) -> "LiveKeys":
         return LiveKeys(guard, dict(self.memo))
@@ -549,17 +596,20 @@ class LiveKeys:
         """Drop what named keys or positions past the guard's restored state (pool indices and
         positions are reused from there on)."""
         nkeys = int(self.g._tr.hdr[_NKEYS])
+
         pos = len(self.g._history)
 
-        def valid(k):
+        def valid(k, v):
             if k[0] == "R0":
                 return k[2] < pos
-            head = k[1] if k[0] == "K" else k[2]
-            if head <= -2:
-                head = -2 - head
-            return head < nkeys
+            if k[0] == "R":
+                # key-start states serve the object's later members too: a key language only
+                # shrinks as keys are used (required ones drop out once all are used), so states
+                # found with a key the restored state no longer holds may miss keys open again
+                return v[1] < nkeys
+            return k[1] < nkeys
 
-        for k in [k for k in self.memo if not valid(k)]:
+        for k in [k for k, v in self.memo.items() if not valid(k, v)]:
             del self.memo[k]
 
     # ------------------------------------------------------------------ used keys
@@ -584,19 +634,35 @@ class LiveKeys:
             hit = self.memo[k] = (kdata, koff)
         return hit
 
-    def _root(self, k, make):
-        """The automaton states after the opening quote of the object's next key (memoised under
-        ``k`` once found; ``make()`` finds them, or None)."""
+    def _tail(self, head: int) -> int:
+        """The pool index of the first key of the object whose newest key is ``head``: it names
+        the object for as long as the object is open."""
+        k = ("T", head)
         hit = self.memo.get(k)
         if hit is None:
-            hit = make()
-            if hit is not None:
-                self.memo[k] = hit
+            prev = int(self.g._tr.kp_prev[head])
+            hit = self.memo[k] = head if prev < 0 else self._tail(prev)
         return hit
 
+    def _root(self, k, make, newest: int):
+        """The automaton states after the opening quote of the object's next key (memoised under
+        ``k`` once found, with ``newest``, the newest pool key then; ``make()`` finds them, or
+        None)."""
+        hit = self.memo.get(k)
+        if hit is None:
+            found = make()
+            if found is None:
+                return None
+            hit = self.memo[k] = (found, newest)
+        return hit[0]
+
+    def _known_root(self, d: int, head: int):
+        """The object's key-start states if found already (inside a key: never searched)."""
+        hit = self.memo.get(("R", d, self._tail(head))) if head >= 0 else None
+        return None if hit is None else hit[0]
+
     def _dead(self, inner_states, prefix: bytes, kdata, koff) -> bool:
-        trans, bc, acc, _ = automaton(self.g.inner)
-        memo, bmask, ss, sb = _cycle_memo(trans)
+        trans, bc, acc, memo, bmask, ss, sb = self._automaton()
         pref = np.frombuffer(prefix, np.uint8) if prefix else np.zeros(1, np.uint8)
         return bool(prefix_dead(trans, bc, acc, memo, bmask, inner_states, inner_states.shape[0], pref, len(prefix),
                                 kdata, koff, ss, sb))
@@ -610,7 +676,7 @@ class LiveKeys:
         if d == 0 or f[d - 1, 0] != _OBJ:
             return False
         mode = int(h[_MODE])
-        if mode == _KEY_STR and (h[_ESC] or h[_HIGH]):
+        if h[_ESC] or (mode == _KEY_STR and h[_HIGH]):
             return False
         raw = bytes(data)
         if not _UNCHECKED.isdisjoint(raw) or (mode != _KEY_STR and b'"' not in raw and b"," not in raw):
@@ -631,7 +697,7 @@ class LiveKeys:
             extra = tr.kp_data[o:o + int(tr.kp_len[e])].tobytes()
             if mode == _KEY_STR:
                 # as the mask does: only with the key-start states found before this key began
-                root = self.memo.get(("R", d, head, None)) if head >= 0 else None
+                root = self._known_root(d, head)
                 if root is None or root.shape[0] == 0:
                     return False
         else:
@@ -639,10 +705,10 @@ class LiveKeys:
         kdata, koff = self._keys(head, extra)
         if tr.hdr[_MODE] == _KEY_STR:
             prefix = tr.kbuf[:tr.hdr[_KLEN]].tobytes()
-            return self._dead(automaton(g.inner)[3], prefix, kdata, koff)
+            return self._dead(current_states(g.inner), prefix, kdata, koff)
         if tr.hdr[_MODE] == _STRUCT and tr.frames[d - 1, 1] == 0:
-            k = ("R", d, head if head >= 0 else -2 - int(h[_NKEYS]), extra)
-            root = self._root(k, lambda: key_start_states(g.inner, b""))
+            k = ("R", d, self._tail(head) if head >= 0 else int(h[_NKEYS]))
+            root = self._root(k, lambda: key_start_states(g.inner, b""), int(tr.hdr[_NKEYS]) - 1)
             return root is not None and root.shape[0] > 0 and self._dead(root, b"", kdata, koff)
         return False
 
@@ -657,64 +723,44 @@ class LiveKeys:
             return
         head = int(tr.frames[d - 1, 2])
         mode = int(h[_MODE])
-        with_comma, quote_comma, with_quote, unchecked = self.tables
-        trans, bc, acc, states = automaton(g.inner)
-        memo, bmask, ss, sb = _cycle_memo(trans)
+        unchecked, landings = self.tables
+        if h[_ESC] or (mode == _KEY_STR and h[_HIGH]):
+            return  # an escape in progress: nothing is checked from here
+        trans, bc, acc, memo, bmask, ss, sb = self._automaton()
         kdata, koff = self._keys(head)
-        root = None
+        klen = int(h[_KLEN]) if mode == _KEY_STR else 0
+        q = tr.kbuf[:max(klen, 1)].copy()
         if mode == _KEY_STR:
-            if h[_ESC] or h[_HIGH]:
-                return
             if head >= 0:
                 trie = g.vocab.trie
-                q = tr.kbuf[:max(int(h[_KLEN]), 1)].copy()
-                prune_in_key(words, states, states.shape[0], q, int(h[_KLEN]), kdata, koff, trie.node_byte,
+                states = current_states(g.inner)
+                prune_in_key(words, states, states.shape[0], q, klen, kdata, koff, trie.node_byte,
                              trie.node_end, trie.tok_ptr, trie.tok_ids, unchecked, trans, bc, acc, memo, bmask, ss, sb)
-            toks = with_quote  # only tokens that complete this key can reach the next one
-            root = self.memo.get(("R", d, head, None)) if head >= 0 else None  # found before the key began
+            table = landings[(_KEY_STR, 0)]  # tokens that complete this key and reach the next one
+            root = self._known_root(d, head)
         else:
-            # tokens that can reach the object's next key from here: a quote after its comma,
-            # else a comma (and, from inside a string, the quote that ends it)
-            if mode == _STRUCT:
-                toks = with_quote if tr.frames[d - 1, 1] == 0 else with_comma
-            else:
-                toks = quote_comma
-            # memoised per key set; an object without keys yet, per position
-            k = ("R", d, head, None) if head >= 0 else ("R0", d, len(g._history))
-            root = self._root(k, lambda: self._root_states(words, toks))
+            table = landings[(mode, int(tr.frames[d - 1, 1]))] if mode == _STRUCT else landings[(_VALUE_STR, 2)]
+            # memoised per object; an object without keys yet, per position
+            k = ("R", d, self._tail(head)) if head >= 0 else ("R0", d, len(g._history))
+            root = self._root(k, lambda: self._root_states(words, table), int(h[_NKEYS]) - 1)
         if root is None or root.shape[0] == 0:
             return  # no token of the object reaches a key from here, or none was found: all live
-        while prune_landings(words, toks[1], g._tdata, g._toff, h, tr.frames, tr.kbuf, tr.kp_off, tr.kp_len,
-                             tr.kp_prev, tr.kp_hash, tr.kp_data, tr.shdr, tr.sframes, tr.skbuf, root, root.shape[0],
-                             kdata, koff, trans, bc, acc, memo, bmask, ss, sb) == OVERFLOW:
-            tr.grow()
+        prune_table(words, *table, g._tdata, g._toff, q, klen, head, root, root.shape[0], kdata, koff, trans, bc,
+                    acc, memo, bmask, ss, sb)
 
-    def _root_states(self, words, toks):
+    def _root_states(self, words, table):
         """The automaton states after the opening quote of the next key, reached through an
-        allowed token of ``toks`` that opens a key (else one that ends after a comma); None
-        when no allowed token does either."""
+        allowed token of the landing ``table`` that opens a key (else one that ends after a
+        comma) without completing one; None when no allowed token does either."""
         g = self.g
-        tr = g._tr
-        h = tr.hdr
-        d = int(h[_DEPTH])
         off, data = g._toff, g._tdata
-        ids, bits = toks
-        out = np.empty(ids.shape[0], np.int64)
-        n = allowed_ids(words, bits, out)
-        comma = None
-        for t in out[:n].tolist():
-            tr.shdr[:] = h
-            tr.sframes[:d] = tr.frames[:d]
-            tr.skbuf[:h[_KLEN]] = tr.kbuf[:h[_KLEN]]
-            st = feed(data, off[t], off[t + 1], tr.shdr, tr.sframes, tr.skbuf, tr.kp_off, tr.kp_len, tr.kp_prev,
-                      tr.kp_hash, tr.kp_data)
-            if st != OK or tr.shdr[_DEPTH] != d or tr.shdr[_NKEYS] != h[_NKEYS]:
-                continue
-            raw = data[off[t]:off[t + 1]].tobytes()
-            if tr.shdr[_MODE] == _KEY_STR:
-                found = states_after(g.inner, raw[:raw.rindex(b'"') + 1])
+        ids, kind, poff, klo, _ = table
+        ok = (klo < 0) & ((words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1 != 0)
+        for want in (1, 0):
+            for i in np.flatnonzero(ok & (kind == want)).tolist():
+                t = int(ids[i])
+                raw = data[off[t]:off[t + 1]].tobytes()
+                found = states_after(g.inner, raw[:int(poff[i])]) if want else key_start_states(g.inner, raw)
                 if found is not None:
                     return found
-            elif comma is None and tr.shdr[_MODE] == _STRUCT and tr.sframes[d - 1, 1] == 0:
-                comma = raw
-        return key_start_states(g.inner, comma) if comma is not None else None
+        return None
