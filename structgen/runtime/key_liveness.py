@@ -420,7 +420,8 @@ def prune_table(words, ids, kind, poff, klo, khi, tdata, toff, q, qlen, head, ro
             kd, ko = _with_key(kdata, koff, extra, 0, n)
         elif head < 0:
             continue
-        if kind[i] == 0:
+        plen = toff[t + 1] - lo - poff[i] if kind[i] == 1 else 0
+        if plen == 0:  # at the start of a key (after its quote or the comma): one answer
             if klo[i] < 0 and empty_dead >= 0:
                 dead = empty_dead == 1
             else:
@@ -428,8 +429,20 @@ def prune_table(words, ids, kind, poff, klo, khi, tdata, toff, q, qlen, head, ro
                 if klo[i] < 0:
                     empty_dead = 1 if dead else 0
         else:
-            plen = toff[t + 1] - lo - poff[i]
             if plen > 255:
+                continue
+            used = False  # only a prefix of a used key can be dead
+            for c in range(ko.shape[0] - 1):
+                if ko[c + 1] - ko[c] >= plen:
+                    same = True
+                    for j in range(plen):
+                        if kd[ko[c] + j] != tdata[lo + poff[i] + j]:
+                            same = False
+                            break
+                    if same:
+                        used = True
+                        break
+            if not used:
                 continue
             for j in range(n_root):
                 cur[j] = root[j]
