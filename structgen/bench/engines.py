@@ -150,13 +150,17 @@ class Engine:
         start-up (structgen's Numba cache, the peers' tokenizer tables)."""
         schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string"}},
                                                    "b": {"anyOf": [{"type": "integer"}, {"type": "null"}]}}}
-        m = self.compile(schema).matcher()
+        # and a closed object with many keys (structgen's any-order key checks)
+        closed = {"type": "object", "properties": {f"k{i}": {"type": "integer"} for i in range(12)},
+                  "additionalProperties": False}
         bm = self.tok.allocate()
-        for t in self.tok.encode(json.dumps({"a": ["x"], "b": 1})):
+        for s, value in ((schema, {"a": ["x"], "b": 1}), (closed, {"k3": 1, "k1": 2})):
+            m = self.compile(s).matcher()
+            for t in self.tok.encode(json.dumps(value)):
+                m.fill_mask(bm)
+                if not m.advance(t):
+                    break
             m.fill_mask(bm)
-            if not m.advance(t):
-                break
-        m.fill_mask(bm)
 
 
 # ----------------------------------------------------------------------------- structgen

@@ -115,9 +115,15 @@ def warm_up(vocab, **options) -> None:
     rec = {"json_schema": {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string"}},
                                                              "b": {"anyOf": [{"type": "integer"}, {}]}}},
            "tests": [{"valid": True, "data": {"a": ["x"], "b": {"c": [1.5, None]}}}]}
+    # a closed object past the key-subset limit: under property_order="any", the key guard's
+    # liveness check (its kernels and per-vocabulary tables)
+    closed = {"json_schema": {"type": "object", "properties": {f"k{i}": {"type": "integer"} for i in range(12)},
+                              "additionalProperties": False},
+              "tests": [{"valid": True, "data": {"k3": 1, "k1": 2, "k0": 3}}]}
     for engine in ("dfa", "cfg"):
-        run_record(rec, vocab, engine=engine, whitespace=options.get("whitespace", "flexible"),
-                   property_order=options.get("property_order", "declared"))
+        for r in (rec, closed):
+            run_record(r, vocab, engine=engine, whitespace=options.get("whitespace", "flexible"),
+                       property_order=options.get("property_order", "declared"))
 
 
 def _pct(xs, q):
