@@ -446,8 +446,9 @@ class _Tracker:
 
 class KeyGuardMatcher(Matcher):
     """``inner`` (any matcher over a JSON grammar) with duplicate object keys rejected; see the
-    module docstring.  The Matcher contract, plus ``mask_words``, ``allowed_tokens`` and
-    ``advance_bytes``."""
+    module docstring.  With ``live_keys`` it also refuses tokens after which only used keys could
+    follow (:mod:`.key_liveness`).  The Matcher contract, plus ``mask_words``, ``allowed_tokens``
+    and ``advance_bytes``."""
 
     def __init__(self, inner, vocab, _tracker=None, _history=None, live_keys: bool = False, _memo=None):
         self.inner = inner

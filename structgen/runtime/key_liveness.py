@@ -33,7 +33,6 @@ import numpy as np
 from numba import njit
 
 from .key_guard import (_DEPTH, _ESC, _HDR, _HIGH, _KEY_STR, _KLEN, _MODE, _NKEYS, _OBJ, _STRUCT, _VALUE_STR, OK,
-                        OVERFLOW,
                         feed)
 
 _QUOTE = 0x22
