@@ -371,6 +371,58 @@ def test_live_keys_masks_equal_the_subset_grammars(engine, tiny, monkeypatch):
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+def test_live_keys_rollback_and_fork_are_exact(engine, tiny):
+    """The liveness memo survives rollback and fork: masks after rolling back (and in a fork)
+    equal the masks first computed at those positions, and those of a fresh matcher replaying
+    the same tokens."""
+    schema = NAMES[0]
+    g = sg.Grammar.from_json_schema(schema, engine=engine, whitespace="flexible", property_order="any",
+                                    any_order_limit=1)
+    cg = sg.compile(g, tiny)
+    rng = random.Random(8)
+    text = json.dumps({"nap": 1, "version": 2, "a": {"nb": 1, "name": 2}, "name": 3})
+    toks = tokenize_randomly(tiny, text, rng)
+    m = cg.matcher()
+    masks = [m.mask_words().copy()]
+    for t in toks:
+        assert m.advance(t)
+        masks.append(m.mask_words().copy())
+    for k in range(len(toks), 0, -3):
+        m.rollback(min(3, k))
+        k2 = k - min(3, k)
+        assert np.array_equal(m.mask_words(), masks[k2]), k2
+        f = m.fork()
+        assert f.advance_many(toks[k2:]) == len(toks) - k2
+        assert np.array_equal(f.mask_words(), masks[-1])
+        fresh = cg.matcher()
+        assert fresh.advance_many(toks[:k2]) == k2
+        assert np.array_equal(fresh.mask_words(), masks[k2])
+        assert m.advance_many(toks[k2:k]) == k - k2  # back where the loop expects
+        m.rollback(k - k2)
+    # roll back into an object and go on differently: the key-pool slots are reused for other keys
+    paths = ['{"nap": 1, "a": {"nb": 1, "name": 2}, "version": 2, "name": 3}',
+             '{"nap": 1, "a": {"nb": 1}, "name": 2, "version": 3}',
+             '{"nap": 1, "version": 2, "a": {"name": 1, "nb": 2}, "name": 3}']
+    for a in paths:
+        for c in paths:
+            if a == c:
+                continue
+            common = 0
+            while common < min(len(a), len(c)) and a[common] == c[common]:
+                common += 1
+            head = tokenize_randomly(tiny, a[:common], rng)
+            m = cg.matcher()
+            assert m.advance_many(head + tokenize_randomly(tiny, a[common:], rng)) > len(head)
+            m.rollback(m.accepted_tokens() - len(head))
+            fresh = cg.matcher()
+            assert fresh.advance_many(head) == len(head)
+            for t in tokenize_randomly(tiny, c[common:], rng):
+                assert np.array_equal(m.mask_words(), fresh.mask_words()), (a, c)
+                assert m.advance(t) and fresh.advance(t)
+            assert np.array_equal(m.mask_words(), fresh.mask_words()), (a, c)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 def test_live_keys_sampling_never_dead_ends(engine, tiny, llama3):
     """Sampling under the mask of closed objects past the subset limit ends in valid JSON
     without duplicates, and never meets an empty mask (``sample`` asserts it)."""
