@@ -494,6 +494,10 @@ class KeyGuardMatcher(Matcher):
     def accepted_tokens(self) -> int:
         return len(self._history)
 
+    def _checks_liveness(self) -> bool:
+        # live_keys may be switched off on a matcher built with it (tests compare both)
+        return self.live_keys and self._live is not None
+
     # ------------------------------------------------------------------ contract
     def advance(self, token: int) -> bool:
         token = int(token)
@@ -513,8 +517,7 @@ class KeyGuardMatcher(Matcher):
         if not self.inner.advance(token):
             self._tr.restore(snap)
             return False
-        if self.live_keys and self._live is not None and \
-                self._live.refuses(snap, v.token_data[off[token]:off[token + 1]]):
+        if self._checks_liveness() and self._live.refuses(snap, v.token_data[off[token]:off[token + 1]]):
             self.inner.rollback(1)
             self._tr.restore(snap)
             return False
@@ -540,7 +543,7 @@ class KeyGuardMatcher(Matcher):
             if ok:
                 inner._history.append(s)
                 inner._state = s2
-        if ok and self.live_keys and self._live is not None and self._live.refuses(snap, data):
+        if ok and self._checks_liveness() and self._live.refuses(snap, data):
             inner.rollback(1)
             ok = False
         if not ok:
@@ -571,7 +574,7 @@ class KeyGuardMatcher(Matcher):
             words = words.copy()
         if live:
             self._tr.clear(words, self._tab, self._tdata, self._toff)
-            if self.live_keys and self._live is not None:
+            if self._checks_liveness():
                 self._live.prune(words)
         return words
 
@@ -582,13 +585,13 @@ class KeyGuardMatcher(Matcher):
             if dst is not None and dst.shape[0] == words.shape[0]:
                 # the guarded mask written straight into the row (no temporary, no torch copy)
                 self._tr.clear_into(dst, words, self._tab, self._tdata, self._toff)
-                if self.live_keys and self._live is not None:
+                if self._checks_liveness():
                     self._live.prune(dst)
                 return
             if not fresh:
                 words = words.copy()
             self._tr.clear(words, self._tab, self._tdata, self._toff)
-            if self.live_keys and self._live is not None:
+            if self._checks_liveness():
                 self._live.prune(words)
         write_row(bitmask, row, words.view(np.int32))
 

@@ -97,6 +97,18 @@ def _byte_mask(trans, bc, bmask, s):
 
 
 @njit(cache=True, nogil=True)
+def _key_has(kdata, koff, i, at, src, src_lo, n):
+    """Whether used key ``i`` has the ``n`` bytes ``src[src_lo:src_lo + n]`` at offset ``at``."""
+    lo = koff[i]
+    if koff[i + 1] - lo < at + n:
+        return False
+    for j in range(n):
+        if kdata[lo + at + j] != src[src_lo + j]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
 def prefix_dead(trans, bc, acc, memo, bmask, states, n_states, pref, plen, kdata, koff, stack_s, stack_b):
     """True when every key the automaton allows after the key prefix ``pref[:plen]`` (its
     states: ``states[:n_states]``) is one of the used keys (``kdata[koff[i]:koff[i + 1]]``).
@@ -109,18 +121,10 @@ def prefix_dead(trans, bc, acc, memo, bmask, states, n_states, pref, plen, kdata
     nc = 0
     longest = 0
     for i in range(nk):
-        lo, hi = koff[i], koff[i + 1]
-        if hi - lo < plen:
-            continue
-        ok = True
-        for j in range(plen):
-            if kdata[lo + j] != pref[j]:
-                ok = False
-                break
-        if ok:
+        if _key_has(kdata, koff, i, 0, pref, 0, plen):
             cand[nc] = i
             nc += 1
-            longest = max(longest, hi - lo)
+            longest = max(longest, koff[i + 1] - koff[i])
     if nc == 0 or n_states == 0:
         return False
     depth_max = longest - plen + 1
@@ -145,14 +149,7 @@ def prefix_dead(trans, bc, acc, memo, bmask, states, n_states, pref, plen, kdata
                 lvl_along[lvl, j] = 0
             for c in range(nc):
                 lo, hi = koff[cand[c]], koff[cand[c] + 1]
-                if hi - lo < length:
-                    continue
-                ok = True
-                for j in range(lvl):
-                    if kdata[lo + plen + j] != path[j]:
-                        ok = False
-                        break
-                if not ok:
+                if not _key_has(kdata, koff, cand[c], plen, path, 0, lvl):
                     continue
                 if hi - lo == length:
                     here = True
@@ -244,14 +241,7 @@ def prune_in_key(words, states, n_states, q, qlen, kdata, koff, node_byte, node_
     prev = -1
     for i in range(nk):
         lo, hi = koff[i], koff[i + 1]
-        if hi - lo <= qlen:
-            continue
-        ok = True
-        for j in range(qlen):
-            if kdata[lo + j] != q[j]:
-                ok = False
-                break
-        if not ok:
+        if hi - lo <= qlen or not _key_has(kdata, koff, i, 0, q, 0, qlen):
             continue
         # bytes shared with the previous such key were checked with it (keys are sorted)
         shared = qlen
@@ -432,15 +422,9 @@ def prune_table(words, ids, kind, poff, klo, khi, tdata, toff, q, qlen, head, ro
                 continue
             used = False  # only a prefix of a used key can be dead
             for c in range(ko.shape[0] - 1):
-                if ko[c + 1] - ko[c] >= plen:
-                    same = True
-                    for j in range(plen):
-                        if kd[ko[c] + j] != tdata[lo + poff[i] + j]:
-                            same = False
-                            break
-                    if same:
-                        used = True
-                        break
+                if _key_has(kd, ko, c, 0, tdata, lo + poff[i], plen):
+                    used = True
+                    break
             if not used:
                 continue
             for j in range(n_root):

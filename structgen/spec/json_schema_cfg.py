@@ -471,25 +471,19 @@ class CfgSchemaCompiler:
         ``ws=False``: no whitespace before it (a piece of a longer lexical unit)."""
         if node == ir.NOTHING:
             return None
-        if not ws and self.ws is not None:
-            node = ir.seq(node)  # kept apart from the same text with whitespace allowed
-            name = self._term_by_node.get(("raw", node))
-            if name is None:
-                name = self._fresh(hint.upper())
-                self._term_by_node[("raw", node)] = name
-                self.terminals[name] = self.rc.block(node)
-            return name
         if not isinstance(node, (ir.CharSet, ir.Embed)) and not _is_literal(node):
             # built now: an empty language (a contradiction inside a leaf) is found here, and
             # the engine then starts from a minimal DFA
             node = self.rc.block(node)
             if node == ir.NOTHING:
                 return None
-        name = self._term_by_node.get(node)
+        lead = self.ws if ws else None
+        key = node if lead is not None or self.ws is None else ("raw", node)
+        name = self._term_by_node.get(key)
         if name is None:
             name = self._fresh(hint.upper())
-            self._term_by_node[node] = name
-            self.terminals[name] = ir.seq(self.ws, node) if self.ws is not None else node
+            self._term_by_node[key] = name
+            self.terminals[name] = ir.seq(lead, node) if lead is not None else node
         return name
 
     def lit(self, s: str) -> str:
