@@ -1081,6 +1081,57 @@ def _min_contains(s) -> int:
     return int(v)
 
 
+#: keywords a declared draft does not have yet: its validators ignore them
+_LATER_KEYWORDS = {"draft-03": ("const", "contains", "propertyNames", "if", "then", "else"),
+                   "draft-04": ("const", "contains", "propertyNames", "if", "then", "else"),
+                   "draft-06": ("if", "then", "else")}
+_SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "items", "prefixItems")
+
+
+def for_declared_draft(root):
+    """``root`` without the keywords its declared ``$schema`` (draft-03, -04 or -06) does not know
+    (``if``/``then``/``else``, and before draft-06 ``const``, ``contains``, ``propertyNames``): a
+    validator of that draft ignores them, so they must not constrain.  ``root`` itself when
+    nothing is dropped; otherwise copies along the changed paths."""
+    if not isinstance(root, dict) or not isinstance(root.get("$schema"), str):
+        return root
+    m = re.search(r"draft-0[346]", root["$schema"])
+    if m is None:
+        return root
+    later = _LATER_KEYWORDS[m.group(0)]
+
+    def walk(s):
+        if not isinstance(s, dict):
+            return s
+        out = None
+        for k, v in s.items():
+            if k in later:
+                new = _DROP
+            elif k in _SCHEMA_MAPS and isinstance(v, dict):
+                vals = {n: walk(x) for n, x in v.items()}
+                new = vals if any(vals[n] is not v[n] for n in v) else v
+            elif k in _SUBSCHEMA_LISTS and isinstance(v, list):
+                vals = [walk(x) for x in v]
+                new = vals if any(a is not b for a, b in zip(vals, v)) else v
+            elif k in _SCHEMA_VALUES:
+                new = walk(v)
+            else:
+                new = v
+            if new is not v and out is None:
+                out = dict(s)
+            if out is not None:
+                if new is _DROP:
+                    out.pop(k, None)
+                else:
+                    out[k] = new
+        return s if out is None else out
+
+    return walk(root)
+
+
+_DROP = object()
+
+
 def _detect_draft(root) -> str:
     if isinstance(root, dict):
         sch = root.get("$schema", "")

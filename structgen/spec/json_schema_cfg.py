@@ -460,6 +460,7 @@ class CfgSchemaCompiler:
         self._rec_memo: dict = {}
         self._n = 0
         self._any = None
+        self._combiner = None       # json_schema_combine.Combiner, made on first use
 
     # ------------------------------------------------------------------ symbols
     def _fresh(self, hint: str) -> str:
@@ -564,6 +565,30 @@ class CfgSchemaCompiler:
         self.report.exact = self.report.exact and lang.exact
         return [(self.term(lang.node, "sub"),)]
 
+    def _combined(self, s, ptr: str, base, keyword: str | None = None) -> list:
+        """``s`` through :mod:`.json_schema_combine` (Boolean combinations of sub-schemas as
+        grammar rules, objects and arrays as automata over members / elements); where that does
+        not apply, the regular way (:meth:`_regular`).  A failed attempt leaves nothing behind."""
+        from .json_schema_combine import Combiner, Fallback
+
+        if self._combiner is None:
+            self._combiner = Combiner(self)
+        cb = self._combiner
+        marks = [(d, len(d)) for d in (self.rules, self._memo, self.terminals, self._term_by_node, cb._memo)]
+        try:
+            sym = cb.schema_value(s, ptr, base)
+        except (Fallback, Unsupported, LimitExceeded) as e:
+            if isinstance(e, LimitExceeded) and e.limit == "time_limit":
+                raise
+            for d, n in marks:
+                for k in list(itertools.islice(d, n, None)):
+                    del d[k]
+            if self._any is not None and self._any not in self.rules:
+                self._any = None
+            return self._regular(s, ptr, base, keyword)
+        self.report.unique_keys = True  # members in any order: the key guard removes duplicate keys
+        return [(sym,)] if sym is not None else []
+
     def _dict_alts(self, s: dict, ptr: str, base, regular_ok: bool = True) -> list:
         rc = self.rc
         if rc.draft == "draft7" and "$ref" in s:
@@ -593,18 +618,18 @@ class CfgSchemaCompiler:
                 self._keep.append(merged)
                 return self._dict_alts(merged, ptr, base, regular_ok)
             if regular_ok:
-                return self._regular(s, ptr, base, "allOf" if "allOf" in s else "$ref")
+                return self._combined(s, ptr, base, "allOf" if "allOf" in s else "$ref")
         if any(_is_regular_only(s, k) for k in s):
             if regular_ok:
-                return self._regular(s, ptr, base)
+                return self._combined(s, ptr, base)
             s = {k: v for k, v in s.items() if not _is_regular_only(s, k)}  # lenient: reported already
         if "oneOf" in s:
             subs = js._as_list(s["oneOf"], "oneOf", ptr)
             rest = {k: v for k, v in s.items() if k != "oneOf"}
             narrowed = self._disjoint(rest, subs, base, ptr)
             if narrowed is None:
-                if regular_ok and not self.recursive(s, base):
-                    return self._regular(s, ptr, base, "oneOf")
+                if regular_ok:
+                    return self._combined(s, ptr, base, "oneOf")
                 self.unsupported("oneOf", ptr, "branches that may overlap over a recursive sub-schema")
                 narrowed = rest
             return self._distribute(narrowed, subs, "oneOf", ptr, base, regular_ok)
@@ -683,8 +708,10 @@ class CfgSchemaCompiler:
             except _NotMergeable:
                 merged = None
             if merged is None:
-                if regular_ok and not self.recursive({"anyOf": subs, **rest}, base):
-                    return self._regular({kw: subs, **rest}, ptr, base, kw)
+                if regular_ok:
+                    combo = {kw: subs, **rest}
+                    self._keep.append(combo)
+                    return self._combined(combo, ptr, base, kw)
                 self.unsupported(kw, ptr, "a branch that cannot be merged with its sibling keywords "
                                           "over a recursive sub-schema")
                 alts.append((self.value(b, where, base),))
@@ -868,7 +895,7 @@ class CfgSchemaCompiler:
         n_opt = sum(1 for m, r in members if not r and m is not None)
         if max_p is not None and (extra or max_p < n_req + n_opt) or min_p > n_req:
             if not self.recursive(s, base):
-                return self._regular(s, ptr, base, "maxProperties" if max_p is not None else "minProperties")
+                return self._combined(s, ptr, base, "maxProperties" if max_p is not None else "minProperties")
             if max_p is not None and max_p < n_req or (not extra and min_p > n_req + n_opt):
                 return []
             self.unsupported("minProperties" if min_p > n_req else "maxProperties", ptr,

@@ -55,8 +55,10 @@ def compile_with(engine: str, schema, *, dfa_max_states: int = DFA_MAX_STATES,
     """``(engine used, SchemaReport)`` for ``engine`` in ``"auto"|"dfa"|"cfg"``.  With "dfa" (and
     when auto picks it) ``report.grammar`` may be an ``ir.Embed`` of the built DFA.
     ``dfa_work_budget`` (cells) overrides the work budget of auto's DFA attempt."""
-    from .json_schema import compile_json_schema
+    from .json_schema import compile_json_schema, for_declared_draft
     from .json_schema_cfg import CfgSchemaCompiler, compile_json_schema_cfg
+
+    schema = for_declared_draft(schema)
 
     if engine == "dfa":
         return "dfa", compile_json_schema(schema, **options)
@@ -130,6 +132,9 @@ def schema_size(schema, limit: int = 1000) -> int:
 _FREE_KEYS = {"type", "additionalProperties", "title", "description", "default", "examples", "$comment"}
 
 
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+
+
 def free_form(schema) -> bool:
     """Does the schema hold a free-form value (``{}``, ``true``, or an object / array constrained by
     nothing but its type)?  The DFA bounds their nesting depth; the grammar engine does not."""
@@ -147,7 +152,9 @@ def free_form(schema) -> bool:
                 is not False:
             return True
         for k, v in s.items():
-            if isinstance(v, (dict, list, bool)) and k not in ("enum", "const", "examples", "default", "required"):
+            if k in _SCHEMA_MAPS and isinstance(v, dict):
+                todo += v.values()
+            elif isinstance(v, (dict, list, bool)) and k not in ("enum", "const", "examples", "default", "required"):
                 todo.append(v)
     return False
 
@@ -170,7 +177,9 @@ def intersects_objects(schema) -> bool:
         if "$ref" in s and any(k in s for k in ("properties", "required", "additionalProperties", "items", "type")):
             return True
         for k, v in s.items():
-            if isinstance(v, (dict, list)) and k not in ("enum", "const", "examples", "default"):
+            if k in _SCHEMA_MAPS and isinstance(v, dict):
+                todo += v.values()  # property names are not keywords
+            elif isinstance(v, (dict, list)) and k not in ("enum", "const", "examples", "default"):
                 todo.append(v)
     return False
 

@@ -1,0 +1,860 @@
+"""Boolean combinations of sub-schemas for the grammar engine: ``not``, overlapping ``oneOf``,
+``if``/``then``/``else``, ``allOf`` that does not merge, ``dependentSchemas`` /
+``dependentRequired`` / ``dependencies``, ``propertyNames``, ``contains``, counted properties
+and items -- without building an automaton of
+whole values.
+
+A schema becomes a *formula*: its applicators are Boolean operators (``allOf`` and, ``anyOf`` or,
+``oneOf`` exactly one, ``not``, ``if`` as ``(if and then) or (not if and else)``, ``$ref``
+followed) over *atoms*, the plain keywords of each sub-schema (``type``, ``properties``,
+``minLength``...), and ``enum`` / ``const`` values.  A formula's values are split by JSON type,
+since every atom speaks of one type at a time:
+
+- scalars (null, boolean, number, string): the regular language of each atom, combined by
+  automaton intersection and complement within that type -- small automata;
+- objects: an automaton over *members*.  A member's key falls in a key class (a key some atom
+  names, or keys no atom names, split by the ``patternProperties`` they match), and its value in a
+  *value class*: which of the atoms' schemas for that key class it satisfies.  A member is one
+  symbol (key class, value class) -- key classes are also split by the ``propertyNames`` they
+  satisfy --, a state records which atoms a member has violated, which
+  required keys are present and how many members were read (capped), and a state accepts when the
+  formula holds for the atoms it satisfies.  The automaton is minimised and becomes rules; each
+  value class is a formula again, compiled by the same method, so values nest to any depth and
+  recursion through ``$ref`` ends in the memo (a formula met again is the same nonterminal);
+- arrays: the same over elements, a symbol being (position, value class) with ``items`` /
+  ``prefixItems`` / ``contains`` / counts as the atoms' element schemas.
+
+A formula that is one atom without such keywords goes back to the ordinary grammar compiler.
+Exactness: every value falls in exactly one value class of its key class, and a class's grammar
+is exactly its language (or a subset of it, when a positive atom's ordinary grammar is narrowed:
+sound).  Complements of scalars need exact regular languages; an inexact one raises
+:class:`Fallback`, as do the keywords this construction does not take (``uniqueItems``, more
+than ``MAX_PATTERNS`` patterns or ``MAX_VALUE_FORMULAS`` distinct value
+schemas for one key class, past ``max_states`` automaton states).  On :class:`Fallback` the caller
+compiles the sub-schema the regular way, as before.
+
+Objects compiled here take their members in any order and leave duplicate keys to the matcher's
+key guard (``SchemaReport.unique_keys``).
+"""
+from __future__ import annotations
+
+from structgen.automaton import ir
+from structgen.errors import SchemaError
+
+from . import json_numbers
+from . import json_schema as js
+from .json_strings import encode
+
+T = ("T",)
+F = ("F",)
+CLASSES = ("null", "boolean", "number", "string", "object", "array")
+_SCALAR_CLASS = {"null": frozenset(), "boolean": frozenset(),
+                 "number": frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}),
+                 "string": frozenset({"minLength", "maxLength", "pattern", "format"})}
+_OBJECT_ATOM = frozenset({"properties", "required", "additionalProperties", "patternProperties",
+                          "propertyNames", "minProperties", "maxProperties"})
+_ARRAY_ATOM = frozenset({"items", "prefixItems", "additionalItems", "minItems", "maxItems", "contains",
+                         "minContains", "maxContains", "uniqueItems"})
+_ATOM_KW = frozenset({"type"}) | _OBJECT_ATOM | _ARRAY_ATOM | _SCALAR_CLASS["number"] | _SCALAR_CLASS["string"]
+_COMBINATORS = ("allOf", "anyOf", "oneOf", "not", "if", "dependentRequired", "dependentSchemas", "dependencies")
+MAX_PATTERNS = 4
+MAX_VALUE_FORMULAS = 16     # distinct schemas for one key class / position
+MAX_VALUE_CLASSES = 64      # value classes (sets of those a value satisfies) for one key class
+MAX_NAME_SCHEMAS = 8        # distinct propertyNames schemas in one object formula
+MAX_FORMULAS = 4000         # formulas compiled for one schema
+
+
+class Fallback(Exception):
+    """The construction does not apply to this sub-schema (the message says why)."""
+
+
+# ---------------------------------------------------------------------- formulas
+def f_not(a):
+    if a == T:
+        return F
+    if a == F:
+        return T
+    if a[0] == "N":
+        return a[1]
+    return ("N", a)
+
+
+def f_and(parts):
+    out = []
+    for p in parts:
+        if p == F:
+            return F
+        if p == T:
+            continue
+        for q in (p[1:] if p[0] == "&" else (p,)):
+            if q not in out:
+                out.append(q)
+    if not out:
+        return T
+    if len(out) == 1:
+        return out[0]
+    return ("&", *sorted(out))
+
+
+def f_or(parts):
+    out = []
+    for p in parts:
+        if p == T:
+            return T
+        if p == F:
+            continue
+        for q in (p[1:] if p[0] == "|" else (p,)):
+            if q not in out:
+                out.append(q)
+    if not out:
+        return F
+    if len(out) == 1:
+        return out[0]
+    return ("|", *sorted(out))
+
+
+def f_one(parts):
+    """Exactly one of ``parts``."""
+    parts = [p for p in parts if p != F]
+    n_true = sum(1 for p in parts if p == T)
+    if n_true > 1:
+        return F
+    if n_true == 1:
+        return f_and([f_not(p) for p in parts if p != T])
+    if not parts:
+        return F
+    if len(parts) == 1:
+        return parts[0]
+    return ("1", *parts)
+
+
+def f_eval(f, sat) -> bool:
+    """The truth of ``f`` when the atoms in ``sat`` (a set of atom numbers) hold."""
+    op = f[0]
+    if op == "T":
+        return True
+    if op == "F":
+        return False
+    if op == "A":
+        return f[1] in sat
+    if op == "N":
+        return not f_eval(f[1], sat)
+    if op == "&":
+        return all(f_eval(x, sat) for x in f[1:])
+    if op == "|":
+        return any(f_eval(x, sat) for x in f[1:])
+    return sum(1 for x in f[1:] if f_eval(x, sat)) == 1
+
+
+def f_atoms(f, out=None) -> list:
+    out = [] if out is None else out
+    if f[0] == "A":
+        if f[1] not in out:
+            out.append(f[1])
+    elif f[0] not in ("T", "F"):
+        for x in f[1:]:
+            f_atoms(x, out)
+    return out
+
+
+def _class_of(v) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    if isinstance(v, dict):
+        return "object"
+    raise SchemaError(f"not a JSON value: {v!r}", "")
+
+
+def _const_atom(v, cls: str) -> dict:
+    """The schema of exactly the value ``v`` (of class ``cls``) in plain keywords."""
+    if cls == "object":
+        return {"type": "object", "properties": {k: {"const": x} for k, x in v.items()},
+                "required": list(v), "additionalProperties": False}
+    if cls == "array":
+        return {"type": "array", "prefixItems": [{"const": x} for x in v], "items": False, "minItems": len(v)}
+    return {"const": v}
+
+
+class Combiner:
+    """Compiles formulas to grammar symbols for a :class:`~.json_schema_cfg.CfgSchemaCompiler`
+    (``owner``): its rules, terminals, memo and report."""
+
+    def __init__(self, owner, max_states: int = 4096):
+        self.o = owner
+        self.rc = owner.rc
+        self.max_states = int(max_states)
+        self.atoms: list = []        # atom number -> (dict, base)
+        self._atom_ids: dict = {}    # (id(dict), base) -> atom number
+        self._keep: list = []        # dicts made here (their ids are keys)
+        self._flat: dict = {}        # (id(schema), base) -> (schema, formula)
+        self._restricted: dict = {}  # (atom, class) -> formula
+        self._own: dict = {}         # id(schema) -> (schema, its plain keywords as a dict)
+        self._memo: dict = {}        # formula -> symbol (None: no value)
+        self._types: dict = {}       # atom -> frozenset of classes it allows
+
+    # ------------------------------------------------------------------ atoms
+    def atom(self, d: dict, base) -> tuple:
+        key = (id(d), base)
+        n = self._atom_ids.get(key)
+        if n is None:
+            n = len(self.atoms)
+            self.atoms.append((d, base))
+            self._atom_ids[key] = n
+            self._keep.append(d)
+        return ("A", n)
+
+    def flatten(self, s, base, ptr: str = "", depth: int = 0):
+        """The formula of schema ``s``."""
+        if s is True:
+            return T
+        if s is False:
+            return F
+        if not isinstance(s, dict):
+            raise SchemaError(f"a schema must be an object or a boolean, got {type(s).__name__}", ptr)
+        if not s:
+            return T
+        if depth > 64:
+            raise Fallback("a $ref cycle that does not go through a property or an item")
+        rc = self.rc
+        base = rc.base_of.get(id(s), base)
+        key = (id(s), base)
+        hit = self._flat.get(key)
+        if hit is not None and hit[0] is s:
+            return hit[1]
+        if js.always_false(s, rc.draft):
+            return F
+        if rc.draft == "draft7" and "$ref" in s:
+            t, tb = rc.resolve(s["$ref"], base, ptr)
+            out = self.flatten(t, tb, f"{ptr}/$ref", depth + 1)
+            self._flat[key] = (s, out)
+            return out
+        for k in s:
+            if k in js.UNSUPPORTED and s[k] is not True:
+                raise Fallback(f"{k} is not supported")
+        if rc.draft == "draft7" and ("contentMediaType" in s or "contentEncoding" in s):
+            raise Fallback("content decoding")
+        parts = []
+        own = self._own.get(id(s))
+        if own is None or own[0] is not s:
+            own = (s, {k: v for k, v in s.items() if k in _ATOM_KW})
+            self._own[id(s)] = own
+        if own[1]:
+            parts.append(self.atom(own[1], base))
+        if "$ref" in s:
+            t, tb = rc.resolve(s["$ref"], base, ptr)
+            parts.append(self.flatten(t, tb, f"{ptr}/$ref", depth + 1))
+        if "const" in s:
+            parts.append(self.const(s["const"]))
+        if "enum" in s:
+            vals = js._as_list(s["enum"], "enum", ptr)
+            parts.append(f_or([self.const(v) for v in vals]))
+        for i, x in enumerate(js._as_list(s.get("allOf"), "allOf", ptr)):
+            parts.append(self.flatten(x, base, f"{ptr}/allOf/{i}", depth + 1))
+        if "anyOf" in s:
+            parts.append(f_or([self.flatten(x, base, f"{ptr}/anyOf/{i}", depth + 1)
+                               for i, x in enumerate(js._as_list(s["anyOf"], "anyOf", ptr))]))
+        if "oneOf" in s:
+            parts.append(f_one([self.flatten(x, base, f"{ptr}/oneOf/{i}", depth + 1)
+                                for i, x in enumerate(js._as_list(s["oneOf"], "oneOf", ptr))]))
+        if "not" in s:
+            parts.append(f_not(self.flatten(s["not"], base, f"{ptr}/not", depth + 1)))
+        if "if" in s and ("then" in s or "else" in s):
+            c = self.flatten(s["if"], base, f"{ptr}/if", depth + 1)
+            th = self.flatten(s.get("then", True), base, f"{ptr}/then", depth + 1)
+            el = self.flatten(s.get("else", True), base, f"{ptr}/else", depth + 1)
+            parts.append(f_or([f_and([c, th]), f_and([f_not(c), el])]))
+        for kw in ("dependentRequired", "dependentSchemas", "dependencies"):
+            v = s.get(kw)
+            if not isinstance(v, dict):
+                continue
+            for k, x in v.items():
+                has = self.atom(self._frozen(("has", k), {"type": "object", "required": [k]}), None)
+                if kw == "dependentRequired" or isinstance(x, list):
+                    then = self.atom(self._frozen(("req", tuple(x)), {"required": list(x)}), None)
+                else:
+                    then = self.flatten(x, base, f"{ptr}/{kw}/{js._esc_ptr(k)}", depth + 1)
+                parts.append(f_or([f_not(has), then]))
+        out = f_and(parts)
+        self._flat[key] = (s, out)
+        return out
+
+    def _frozen(self, key, d: dict) -> dict:
+        """One dict per ``key`` (atoms are identified by their dict)."""
+        hit = self._own.get(key)
+        if hit is None:
+            hit = self._own[key] = (key, d)
+        return hit[1]
+
+    def const(self, v):
+        return self.atom(self._frozen(("const", js._canon(v)), {"$structgen:const": v}), None)
+
+    def restrict(self, n: int, cls: str):
+        """Atom ``n`` as a formula over values of class ``cls``: T, F or a restricted atom."""
+        key = (n, cls)
+        hit = self._restricted.get(key)
+        if hit is not None:
+            return hit
+        d, base = self.atoms[n]
+        if "$structgen:const" in d:
+            v = d["$structgen:const"]
+            c = _class_of(v)
+            out = F if c != cls else self.atom(self._frozen(("constc", js._canon(v)), _const_atom(v, c)), base)
+            if c == cls and cls in ("object", "array"):
+                out = self.restrict(out[1], cls)
+            self._restricted[key] = out
+            return out
+        t = d.get("type")
+        integer_only = False
+        if t is not None:
+            tl = set(t if isinstance(t, list) else [t])
+            for x in tl:
+                if x not in js.TYPES and x != "integer":
+                    if x == "any":
+                        tl = set(js.TYPES)
+                        break
+                    raise SchemaError(f"unknown type {x!r}", "/type")
+            allowed = cls in tl or (cls == "number" and "integer" in tl)
+            if not allowed:
+                self._restricted[key] = F
+                return F
+            integer_only = cls == "number" and "number" not in tl
+        kws = _SCALAR_CLASS[cls] if cls in _SCALAR_CLASS else _OBJECT_ATOM if cls == "object" else _ARRAY_ATOM
+        rel = {k: d[k] for k in kws if k in d}
+        if cls == "array" and "items" in rel and isinstance(rel["items"], list):
+            pass  # draft-07 array items: additionalItems applies
+        elif "additionalItems" in rel and cls == "array":
+            rel.pop("additionalItems")
+        if cls == "array" and "contains" not in rel:
+            rel.pop("minContains", None)
+            rel.pop("maxContains", None)
+        if not rel and not integer_only:
+            out = T
+        else:
+            rel["type"] = "integer" if integer_only else cls
+            out = self.atom(self._frozen(("r", n, cls), rel), base)
+        self._restricted[key] = out
+        return out
+
+    def restrict_formula(self, f, cls: str):
+        op = f[0]
+        if op in ("T", "F"):
+            return f
+        if op == "A":
+            return self.restrict(f[1], cls)
+        if op == "N":
+            return f_not(self.restrict_formula(f[1], cls))
+        parts = [self.restrict_formula(x, cls) for x in f[1:]]
+        return f_and(parts) if op == "&" else f_or(parts) if op == "|" else f_one(parts)
+
+    def classes_of(self, f) -> frozenset:
+        """A superset of the JSON classes ``f`` has values in (cheap)."""
+        op = f[0]
+        if op == "T" or op == "N":
+            return frozenset(CLASSES)
+        if op == "F":
+            return frozenset()
+        if op == "A":
+            n = f[1]
+            hit = self._types.get(n)
+            if hit is None:
+                hit = self._types[n] = frozenset(c for c in CLASSES if self.restrict(n, c) != F)
+            return hit
+        subs = [self.classes_of(x) for x in f[1:]]
+        if op == "&":
+            out = frozenset(CLASSES)
+            for x in subs:
+                out &= x
+            return out
+        out = frozenset()
+        for x in subs:
+            out |= x
+        return out
+
+    # ------------------------------------------------------------------ values
+    def schema_value(self, s, ptr: str, base):
+        """The symbol of the values of schema ``s`` (None: none); raises :class:`Fallback`."""
+        return self.value(self.flatten(s, base, ptr), ptr)
+
+    def value(self, f, ptr: str = ""):
+        """The symbol of the values satisfying formula ``f`` (None: none)."""
+        if f in self._memo:
+            return self._memo[f]
+        o = self.o
+        if f == T:
+            return o.any_value()
+        if f == F:
+            return None
+        if f[0] == "A" and self._plain(self.atoms[f[1]][0]):
+            d, base = self.atoms[f[1]]
+            sym = o.value(d, ptr, base)
+            self._memo[f] = sym
+            return sym
+        if len(self._memo) >= MAX_FORMULAS:
+            raise Fallback(f"more than {MAX_FORMULAS} formulas")
+        name = o._fresh("B")
+        self._memo[f] = name
+        alts = []
+        types = self.classes_of(f)
+        for cls in [c for c in CLASSES if c in types]:
+            g = self.restrict_formula(f, cls)
+            if g == F:
+                continue
+            if cls == "object":
+                alts += self.object(g, ptr)
+            elif cls == "array":
+                alts += self.array(g, ptr)
+            else:
+                sym = self.scalar(g, cls, ptr)
+                if sym is not None:
+                    alts.append((sym,))
+        o.rules[name] = alts
+        return name
+
+    @staticmethod
+    def _plain(d: dict) -> bool:
+        """Does the ordinary grammar compiler take this atom without coming back here?"""
+        if "$structgen:const" in d:
+            return False
+        if any(k in d for k in ("propertyNames", "contains", "minProperties", "maxProperties")):
+            return False
+        return not (d.get("uniqueItems") is True)
+
+    # ------------------------------------------------------------------ scalars
+    def _universe(self, cls: str) -> ir.Node:
+        if cls == "null":
+            return ir.literal("null")
+        if cls == "boolean":
+            return ir.alt(ir.literal("true"), ir.literal("false"))
+        if cls == "number":
+            return json_numbers.NUMBER
+        return self.rc.string_node()
+
+    def scalar(self, f, cls: str, ptr: str):
+        node = self._scalar_ir(f, cls, ptr, True)
+        return self.o.term(node, cls[:3])
+
+    def _scalar_ir(self, f, cls: str, ptr: str, positive: bool) -> ir.Node:
+        op = f[0]
+        if op == "T":
+            return self._universe(cls)
+        if op == "F":
+            return ir.NOTHING
+        if op == "A":
+            d, base = self.atoms[f[1]]
+            if "$structgen:const" in d:
+                lang = self.rc.enum_const({"const": d["$structgen:const"]}, ptr)
+            else:
+                lang = self.rc.compile(d, ptr, base)
+            if not lang.exact and not positive and "format" in d:
+                # complemented below: use the language without the format (a superset of the
+                # atom's), so the complement stays inside the true one; values the format would
+                # take are then in no class (sound, narrower)
+                d = self._frozen(("noformat", id(d)), {k: v for k, v in d.items() if k != "format"})
+                self._keep.append(d)
+                lang = self.rc.compile(d, ptr, base)
+                self.o.report.exact = False
+            if not lang.exact:
+                if not positive:
+                    raise Fallback(f"the complement of a narrowed scalar language ({str(d)[:80]})")
+                self.o.report.exact = False
+            return lang.node
+        if op == "N":
+            inner = self._scalar_ir(f[1], cls, ptr, not positive)
+            return ir.And((self._universe(cls), ir.Not(inner)))
+        if op == "&":
+            return ir.And(tuple(self._scalar_ir(x, cls, ptr, positive) for x in f[1:]))
+        if op == "|":
+            return ir.alt(*[self._scalar_ir(x, cls, ptr, positive) for x in f[1:]])
+        pos = [self._scalar_ir(x, cls, ptr, positive) for x in f[1:]]
+        neg = [self._scalar_ir(x, cls, ptr, not positive) for x in f[1:]]
+        u = self._universe(cls)
+        return ir.alt(*[ir.And((pos[i], *[ir.And((u, ir.Not(neg[j]))) for j in range(len(pos)) if j != i]))
+                        for i in range(len(pos))])
+
+    # ------------------------------------------------------------------ objects
+    def object(self, f, ptr: str) -> list:
+        """The alternatives (``{`` ... ``}``) of the objects satisfying ``f`` (atoms restricted to
+        objects)."""
+        o, rc = self.o, self.rc
+        if f == T:
+            return [(o.lit("{"), o.lit("}")), (o.lit("{"), self._any_members(), o.lit("}"))]
+        if f[0] == "A" and self._plain(self.atoms[f[1]][0]):
+            return [(self.value(f, ptr),)]
+        ids = f_atoms(f)
+        atoms = []
+        for n in ids:
+            d, base = self.atoms[n]
+            props = d.get("properties") or {}
+            req = d.get("required") or []
+            pats = d.get("patternProperties") or {}
+            if not isinstance(props, dict) or not isinstance(req, list) or not isinstance(pats, dict):
+                raise Fallback("malformed object keywords")
+            lo = int(d.get("minProperties", 0))
+            hi = d.get("maxProperties")
+            atoms.append((n, base, props, list(dict.fromkeys(req)), pats, d.get("additionalProperties", True),
+                          lo, None if hi is None else int(hi)))
+        keys = list(dict.fromkeys([k for a in atoms for k in list(a[2]) + a[3]]))
+        patterns = list(dict.fromkeys([p for a in atoms for p in a[4]]))
+        if len(patterns) > MAX_PATTERNS:
+            raise Fallback(f"more than {MAX_PATTERNS} patterns")
+        pat_ir = [rc.pattern(p, f"{ptr}/patternProperties") for p in patterns]
+        # propertyNames: key languages (quoted, like the keys) each atom's keys must be in
+        names, name_of = [], []
+        for n in ids:
+            d, base = self.atoms[n]
+            pn = d.get("propertyNames", True)
+            if pn is True or pn == {}:
+                name_of.append(None)
+                continue
+            j = next((j for j, (x, _) in enumerate(names) if x is pn), None)
+            if j is None:
+                lang = rc.compile(pn, f"{ptr}/propertyNames", base)
+                if not lang.exact:
+                    raise Fallback("propertyNames with a narrowed language")
+                j = len(names)
+                names.append((pn, lang.node))
+            name_of.append(j)
+        if len(names) > MAX_NAME_SCHEMAS:
+            raise Fallback(f"more than {MAX_NAME_SCHEMAS} propertyNames schemas")
+
+        def named(vals, ok):
+            """``vals`` with F for the atoms whose propertyNames the key fails (``ok[j]``: the key
+            satisfies names[j])."""
+            return [F if name_of[i] is not None and not ok[name_of[i]] else v for i, v in enumerate(vals)]
+
+        required = [k for k in keys if any(k in a[3] for a in atoms)]
+        bit = {k: 1 << i for i, k in enumerate(required)}
+        colon = o.lit(":")
+
+        # key classes: (key symbol, value formula per atom, presence bit)
+        kclasses = []
+        for k in keys:
+            matched = {p for i, p in enumerate(patterns) if js._search(p, k, pat_ir[i])}
+            vals = []
+            for (n, base, props, req, pats, addl, lo, hi) in atoms:
+                parts = [self.flatten(props[k], base, f"{ptr}/properties/{js._esc_ptr(k)}")] if k in props else []
+                parts += [self.flatten(v, base, f"{ptr}/patternProperties") for p, v in pats.items() if p in matched]
+                vals.append(f_and(parts) if parts else self.flatten(addl, base, f"{ptr}/additionalProperties"))
+            key_ir = rc.key_literal(k)
+            ok = [rc.block(ir.And((key_ir, node))) != ir.NOTHING for _, node in names]
+            kclasses.append((o.term(key_ir, "key"), named(vals, ok), bit.get(k, 0)))
+        not_declared = ir.Not(ir.alt(*[ir.literal(k) if k else ir.EMPTY for k in keys])) if keys else None
+        for mask in range(1 << len(patterns)):
+            if not patterns:
+                from .json_schema_cfg import other_keys_node
+                key_ir = other_keys_node(keys) if keys else rc.key_node()
+                if key_ir is None:
+                    key_ir = ir.seq(ir.literal('"'), encode(ir.And((js._ANY_STAR, not_declared)), "key"),
+                                    ir.literal('"'))
+            else:
+                conds = [pat_ir[i] if mask >> i & 1 else ir.Not(pat_ir[i]) for i in range(len(patterns))]
+                if not_declared is not None:
+                    conds.append(not_declared)
+                key_ir = ir.seq(ir.literal('"'), encode(ir.And(tuple(conds)) if len(conds) > 1 else conds[0], "key"),
+                                ir.literal('"'))
+            chosen = {patterns[i] for i in range(len(patterns)) if mask >> i & 1}
+            vals = []
+            for (n, base, props, req, pats, addl, lo, hi) in atoms:
+                parts = [self.flatten(v, base, f"{ptr}/patternProperties") for p, v in pats.items() if p in chosen]
+                vals.append(f_and(parts) if parts else self.flatten(addl, base, f"{ptr}/additionalProperties"))
+            for lang, ok in self._name_classes(key_ir, [node for _, node in names]):
+                key = o.term(lang, "xkey")
+                if key is not None:
+                    kclasses.append((key, named(vals, ok), 0))
+
+        bounds = [b for a in atoms for b in (a[6], a[7]) if b is not None]
+        cap = max(bounds) + 1 if bounds else 0
+
+        def accepts(state):
+            present, viol, count = state
+            sat = set()
+            for i, (n, base, props, req, pats, addl, lo, hi) in enumerate(atoms):
+                if viol >> i & 1 or any(not present & bit[k] for k in req):
+                    continue
+                if count < lo or (hi is not None and count > hi):
+                    continue
+                sat.add(n)
+            return f_eval(f, sat)
+
+        def step(state, eff):
+            present, viol, count = state
+            b, vm = eff
+            if present & b:
+                return None
+            return (present | b, viol | vm, min(count + 1, cap))
+
+        effects = {}   # (presence bit, violation mask) -> [(key symbol, value formula)]
+        for key, vals, b in kclasses:
+            for vf, vm in self._value_classes(vals, ptr):
+                effects.setdefault((b, vm), []).append(((key, colon), vf))
+        return self._sequence("{", "}", (0, 0, 0), effects, step, accepts, ptr)
+
+    def _name_classes(self, key_ir, names: list) -> list:
+        """``[(key language, [satisfies names[j]])]``: the keys of ``key_ir`` split by the
+        propertyNames languages they satisfy, empty parts left out (found branch by branch)."""
+        out = []
+
+        def grow(node, ok):
+            if len(ok) == len(names):
+                out.append((node, ok))
+                return
+            for yes in (True, False):
+                nxt = self.rc.block(ir.And((node, names[len(ok)] if yes else ir.Not(names[len(ok)]))))
+                if nxt != ir.NOTHING:
+                    grow(nxt, ok + [yes])
+
+        grow(key_ir if not names else self.rc.block(key_ir), [])
+        return out
+
+    def _any_members(self) -> str:
+        self.o.any_value()
+        return "$members"
+
+    def _value_classes(self, vals: list, ptr: str) -> list:
+        """``[(formula, violation mask)]``: the value classes of a key class (or an array
+        position) whose schema under atom ``i`` is ``vals[i]``; the mask has bit ``i`` when a
+        value of the class violates ``vals[i]``."""
+        distinct = []
+        for v in vals:
+            if v not in (T, F) and v not in distinct:
+                distinct.append(v)
+        if len(distinct) > MAX_VALUE_FORMULAS:
+            raise Fallback(f"more than {MAX_VALUE_FORMULAS} different schemas for one key")
+        always = 0
+        for i, v in enumerate(vals):
+            if v == F:
+                always |= 1 << i
+        n = len(distinct)
+        types = [self.classes_of(d) for d in distinct]
+        finite = [self._finite(d) for d in distinct]
+        classes = []   # bit sets of the formulas a class satisfies, without two known disjoint
+
+        def grow(j, c, common):
+            if len(classes) > MAX_VALUE_CLASSES:
+                raise Fallback(f"more than {MAX_VALUE_CLASSES} value classes for one key")
+            if j == n:
+                classes.append(c)
+                return
+            grow(j + 1, c, common)
+            both = common & types[j]
+            if both and not any(c >> i & 1 and self._disjoint(distinct[i], distinct[j], finite[i], finite[j])
+                                for i in range(j)):
+                grow(j + 1, c | 1 << j, both)
+
+        grow(0, 0, frozenset(CLASSES))
+        out = []
+        for c in classes:
+            vf = f_and([distinct[j] if c >> j & 1 else f_not(distinct[j]) for j in range(n)])
+            if vf == F:
+                continue
+            vm = always
+            for i, v in enumerate(vals):
+                if v not in (T, F) and not c >> distinct.index(v) & 1:
+                    vm |= 1 << i
+            out.append((vf, vm))
+        return out
+
+    def _finite(self, f):
+        """The canonical values of ``f`` when it is a ``const`` / ``enum`` (a union of ``const``
+        atoms), else None."""
+        if f[0] == "A":
+            d = self.atoms[f[1]][0]
+            return {js._canon(d["$structgen:const"])} if "$structgen:const" in d else None
+        if f[0] == "|":
+            out = set()
+            for x in f[1:]:
+                v = self._finite(x)
+                if v is None:
+                    return None
+                out |= v
+            return out
+        if f[0] == "&":
+            sets = [self._finite(x) for x in f[1:]]
+            sets = [x for x in sets if x is not None]
+            if sets:
+                out = sets[0]
+                for x in sets[1:]:
+                    out = out & x
+                return out
+        return None
+
+    def _disjoint(self, a, b, fa, fb) -> bool:
+        """No value satisfies both ``a`` and ``b`` (a cheap, incomplete test)."""
+        if not self.classes_of(a) & self.classes_of(b):
+            return True
+        return fa is not None and fb is not None and not fa & fb
+
+    def _sequence(self, open_: str, close: str, start, effects: dict, step, accepts, ptr: str) -> list:
+        """Rules for ``open_ (item ("," item)*)? close`` where items are read by the automaton
+        ``step`` from ``start``: its states explored, minimised and trimmed, one nonterminal pair
+        per state.  ``effects`` maps a symbol's effect (the argument of ``step``) to its items
+        ``(prefix symbols, value formula)``; only the values on live transitions are compiled (a
+        class that can only lead to rejection costs nothing, even a complement that would not be
+        exact)."""
+        o = self.o
+        effs = list(effects)
+        index = {start: 0}
+        states = [start]
+        delta = []
+        i = 0
+        while i < len(states):
+            row = []
+            for e in effs:
+                t = step(states[i], e)
+                if t is None:
+                    row.append(-1)
+                    continue
+                j = index.get(t)
+                if j is None:
+                    if len(states) >= self.max_states:
+                        raise Fallback(f"more than {self.max_states} member states")
+                    j = index[t] = len(states)
+                    states.append(t)
+                row.append(j)
+            delta.append(row)
+            i += 1
+        acc = [accepts(s) for s in states]
+        # Moore minimisation
+        block = [1 if a else 0 for a in acc]
+        n_blocks = len(set(block))
+        while True:
+            sig = {}
+            new = []
+            for q in range(len(states)):
+                key = (block[q], *[block[t] if t >= 0 else -1 for t in delta[q]])
+                new.append(sig.setdefault(key, len(sig)))
+            if len(sig) == n_blocks:
+                break
+            block, n_blocks = new, len(sig)
+        rep = {}
+        for q in range(len(states)):
+            rep.setdefault(block[q], q)
+        # live blocks: reach an accepting one
+        bdelta = {b: [block[t] if t >= 0 else -1 for t in delta[q]] for b, q in rep.items()}
+        bacc = {b: acc[q] for b, q in rep.items()}
+        live = {b for b in rep if bacc[b]}
+        changed = True
+        while changed:
+            changed = False
+            for b in rep:
+                if b not in live and any(t in live for t in bdelta[b]):
+                    live.add(b)
+                    changed = True
+        b0 = block[0]
+        lb, rb, comma = o.lit(open_), o.lit(close), o.lit(",")
+        if b0 not in live:
+            return []
+        used = {e for b in live for e, t in zip(effs, bdelta[b]) if t in live}
+        mem = {}
+        for e in effs:
+            if e in used:
+                alts = []
+                for prefix, vf in effects[e]:
+                    sym = self.value(vf, ptr)
+                    if sym is not None:
+                        alts.append((*prefix, sym))
+                mem[e] = o.rule("M", alts)
+        fn = {b: o._fresh("F") for b in live}
+        gn = {b: o._fresh("G") for b in live}
+        for b in live:
+            by_target: dict = {}
+            for e, t in zip(effs, bdelta[b]):
+                if t in live:
+                    by_target.setdefault(t, []).append(e)
+            alts = []
+            for t, es in by_target.items():
+                m = mem[es[0]] if len(es) == 1 else o.rule("M", [(mem[e],) for e in es])
+                alts.append((m, gn[t]))
+            o.rules[fn[b]] = alts
+        for b in live:
+            o.rules[gn[b]] = ([(comma, fn[b])] if o.rules[fn[b]] else []) + ([()] if bacc[b] else [])
+        out = [(lb, fn[b0], rb)] if o.rules[fn[b0]] else []
+        if bacc[b0]:
+            out.append((lb, rb))
+        return out
+
+    # ------------------------------------------------------------------ arrays
+    def array(self, f, ptr: str) -> list:
+        """The alternatives (``[`` ... ``]``) of the arrays satisfying ``f`` (atoms restricted to
+        arrays)."""
+        o = self.o
+        if f == T:
+            o.any_value()
+            return [(o.lit("["), o.lit("]")), (o.lit("["), "$elements", o.lit("]"))]
+        if f[0] == "A" and self._plain(self.atoms[f[1]][0]):
+            return [(self.value(f, ptr),)]
+        atoms = []
+        for n in f_atoms(f):
+            d, base = self.atoms[n]
+            if d.get("uniqueItems") is True:
+                raise Fallback("uniqueItems")
+            items, prefix = d.get("items"), d.get("prefixItems")
+            rest = True
+            if isinstance(items, list):
+                prefix, rest = items, d.get("additionalItems", True)
+            elif items is not None:
+                rest = items
+            prefix = list(prefix or [])
+            lo = int(d.get("minItems", 0))
+            hi = d.get("maxItems")
+            has_c = "contains" in d
+            c_lo = int(d.get("minContains", 1)) if has_c else 0
+            c_hi = d.get("maxContains") if has_c else None
+            atoms.append((n, base, prefix, rest, lo, None if hi is None else int(hi),
+                          self.flatten(d["contains"], base, f"{ptr}/contains") if has_c else None,
+                          c_lo, None if c_hi is None else int(c_hi)))
+        width = max([len(a[2]) for a in atoms] + [0])
+        bounds = [b for a in atoms for b in (a[4], a[5]) if b is not None]
+        cap = max([width] + bounds) + 1
+        c_caps = [(max(a[7], a[8] or 0) + 1) if a[6] is not None else 0 for a in atoms]
+
+        def item_formulas(pos):
+            vals = []
+            for (n, base, prefix, rest, lo, hi, cf, c_lo, c_hi) in atoms:
+                x = prefix[pos] if pos < len(prefix) else rest
+                vals.append(self.flatten(x, base, f"{ptr}/items"))
+            return vals
+
+        # effects: (position class, violation mask, contains-hit mask)
+        effects = {}
+        n_atoms = len(atoms)
+        for pos in range(width + 1):
+            vals = item_formulas(pos)
+            cvals = [a[6] if a[6] is not None else T for a in atoms]
+            # the element's class over the item schemas and the contains schemas together
+            for vf, vm in self._value_classes(vals + cvals, ptr):
+                viol = vm & ((1 << n_atoms) - 1)
+                hit = 0
+                for i in range(n_atoms):
+                    if atoms[i][6] is not None and not vm >> (n_atoms + i) & 1:
+                        hit |= 1 << i
+                effects.setdefault((pos, viol, hit), []).append(((), vf))
+
+        def step(state, eff):
+            count, viol, hits = state
+            pos, vm, hit = eff
+            if pos != min(count, width):
+                return None
+            hits = tuple(min(h + (hit >> i & 1), c_caps[i]) for i, h in enumerate(hits))
+            return (min(count + 1, cap), viol | vm, hits)
+
+        def accepts(state):
+            count, viol, hits = state
+            sat = set()
+            for i, (n, base, prefix, rest, lo, hi, cf, c_lo, c_hi) in enumerate(atoms):
+                if viol >> i & 1 or count < lo or (hi is not None and count > hi):
+                    continue
+                if cf is not None and (hits[i] < c_lo or (c_hi is not None and hits[i] > c_hi)):
+                    continue
+                sat.add(n)
+            return f_eval(f, sat)
+
+        return self._sequence("[", "]", (0, 0, tuple(0 for _ in atoms)), effects, step, accepts, ptr)

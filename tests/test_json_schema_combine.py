@@ -1,0 +1,271 @@
+"""Boolean combinations of sub-schemas in the grammar engine (structgen.spec.json_schema_combine):
+random schemas with not / oneOf / anyOf / allOf / if / dependencies / propertyNames / contains /
+counted properties and items, checked against jsonschema on random instances that nest deeper than
+the regular compiler's free-form depth, and by sampling under the mask."""
+from __future__ import annotations
+
+import json
+import random
+
+import jsonschema
+import numpy as np
+import pytest
+
+import structgen as sg
+from structgen.spec import json_schema_combine as jc
+from structgen.spec.json_schema_cfg import compile_json_schema_cfg
+from structgen.vocab import Vocabulary
+
+KEYS = ["a", "b", "c"]
+_PIECES = [bytes([b]) for b in range(256)] + [
+    b'{"', b'"}', b'":', b'","', b'"a"', b'"a":1,"a"', b'":1,"', b'1,"', b'"b', b'"c":', b'true', b'null',
+    b'\\u0061', b'"x', b'}]', b'[{', b']}', b'{"d":[[', b'"kind":"n"', b'":{"', b'"]']
+
+
+@pytest.fixture(scope="module")
+def tiny_vocab():
+    return Vocabulary.from_bytes(_PIECES + [b""], eos_ids=[len(_PIECES)])
+
+
+def tokens(text: str, rng) -> list:
+    """A random segmentation of ``text`` into tokens of the tiny vocabulary."""
+    data = text.encode("utf-8")
+    out, pos = [], 0
+    while pos < len(data):
+        fits = [i for i, p in enumerate(_PIECES) if data.startswith(p, pos)]
+        i = rng.choice(fits)
+        out.append(i)
+        pos += len(_PIECES[i])
+    return out
+
+
+def rand_leaf(r: random.Random):
+    k = r.randrange(9)
+    if k == 0:
+        return {"type": r.choice(["string", "integer", "number", "null", "boolean", "object", "array"])}
+    if k == 1:
+        return {"type": "integer", "minimum": r.randrange(-1, 3)}
+    if k == 2:
+        return {"type": "string", "maxLength": r.randrange(0, 3)}
+    if k == 3:
+        return {"const": r.choice([1, "x", None, True, {"a": 1}, [1]])}
+    if k == 4:
+        return {"enum": r.sample([0, 1, "x", "y", None, False, {}, []], 2)}
+    if k == 5:
+        return {"type": "string", "pattern": r.choice(["^x", "y$", "^.$"])}
+    if k == 6:
+        return {}
+    if k == 7:
+        return {"not": {"type": r.choice(["string", "object", "array"])}}
+    return {"type": ["integer", "string"]}
+
+
+def rand_schema(r: random.Random, depth: int):
+    if depth <= 0:
+        return rand_leaf(r)
+    k = r.randrange(12)
+    sub = lambda: rand_schema(r, depth - 1)  # noqa: E731
+    if k == 0:
+        return {"not": sub()}
+    if k == 1:
+        return {"oneOf": [sub() for _ in range(r.randrange(2, 4))]}
+    if k == 2:
+        return {"anyOf": [sub(), sub()]}
+    if k == 3:
+        return {"allOf": [sub(), sub()]}
+    if k == 4:
+        return {"if": sub(), "then": sub(), "else": sub()}
+    if k in (5, 6, 7):
+        s = {"type": "object"} if r.random() < 0.5 else {}
+        props = {x: sub() for x in r.sample(KEYS, r.randrange(0, 3))}
+        if props:
+            s["properties"] = props
+        if r.random() < 0.5:
+            s["required"] = r.sample(KEYS, r.randrange(1, 3))
+        if r.random() < 0.3:
+            s["additionalProperties"] = r.choice([False, sub()])
+        if r.random() < 0.2:
+            s["patternProperties"] = {"^b": sub()}
+        if r.random() < 0.2:
+            s["propertyNames"] = r.choice([{"enum": ["a", "b", "z"]}, {"maxLength": 1}, {"pattern": "^[ab]"}])
+        if r.random() < 0.2:
+            s["minProperties"] = r.randrange(0, 3)
+        if r.random() < 0.2:
+            s["maxProperties"] = r.randrange(0, 3)
+        if r.random() < 0.2:
+            s["dependentRequired"] = {r.choice(KEYS): [r.choice(KEYS)]}
+        if r.random() < 0.2:
+            s["dependentSchemas"] = {r.choice(KEYS): sub()}
+        return s
+    if k in (8, 9):
+        s = {"type": "array"} if r.random() < 0.5 else {}
+        if r.random() < 0.6:
+            s["items"] = sub()
+        if r.random() < 0.3:
+            s["prefixItems"] = [sub() for _ in range(r.randrange(1, 3))]
+        if r.random() < 0.3:
+            s["contains"] = sub()
+            if r.random() < 0.5:
+                s["maxContains"] = r.randrange(1, 3)
+        if r.random() < 0.3:
+            s["minItems"] = r.randrange(0, 3)
+        if r.random() < 0.3:
+            s["maxItems"] = r.randrange(0, 4)
+        return s
+    return rand_leaf(r)
+
+
+def rand_value(r: random.Random, depth: int):
+    k = r.randrange(8 if depth > 0 else 5)
+    if k == 0:
+        return r.choice([0, 1, 2, -1, 1.5])
+    if k == 1:
+        return r.choice(["", "x", "y", "xy", "abc"])
+    if k == 2:
+        return None
+    if k == 3:
+        return r.choice([True, False])
+    if k == 4:
+        return r.choice([{}, [], {"a": 1}, [1]])
+    if k in (5, 6):
+        return {x: rand_value(r, depth - 1) for x in r.sample(KEYS + ["bz", "d"], r.randrange(0, 4))}
+    return [rand_value(r, depth - 1) for _ in range(r.randrange(0, 4))]
+
+
+def deep(v, depth: int):
+    """``v`` wrapped ``depth`` levels deep in free-form containers."""
+    for i in range(depth):
+        v = [v] if i % 2 else {"d": v}
+    return v
+
+
+def accepts(cg, vocab, text: str, rng=None, brute: bool = False) -> bool:
+    """Is ``text`` accepted token by token?  ``brute``: also check at every prefix that the mask
+    equals the set of tokens ``advance`` takes."""
+    m = cg.matcher()
+    for t in tokens(text, rng or random.Random(0)):
+        if brute:
+            allowed = set(m.allowed_tokens().tolist())
+            took = set()
+            for u in range(vocab.logits_width):
+                if m.advance(u):
+                    took.add(u)
+                    m.rollback(1)
+            assert allowed == took, text
+        if not m.advance(t):
+            return False
+    return m.is_accepting()
+
+
+def test_random_combinations_match_jsonschema(tiny_vocab):
+    vocab = tiny_vocab
+    r = random.Random(20261130)
+    used = checked = 0
+    for trial in range(150):
+        schema = rand_schema(r, r.randrange(1, 4))
+        try:
+            g = sg.Grammar.from_json_schema(schema, engine="cfg", property_order="any")
+        except (sg.Unsupported, sg.LimitExceeded):
+            continue
+        cg = sg.compile(g, vocab, cache=False)
+        val = jsonschema.Draft202012Validator(schema)
+        values = [rand_value(r, 3) for _ in range(25)]
+        values += [deep(v, 5) for v in values[:5]]
+        for v in values:
+            text = json.dumps(v, separators=(",", ":"))
+            if len(set(map(str, v))) != len(v) if isinstance(v, dict) else False:
+                continue
+            assert accepts(cg, vocab, text, r, brute=checked % 50 == 0) == val.is_valid(v), (schema, text)
+            checked += 1
+        used += 1
+    assert used > 100 and checked > 2500
+
+
+@pytest.mark.parametrize("schema, values", [
+    # a complement of a closed object over free-form values nested past any depth
+    ({"not": {"type": "object", "properties": {"x": {"type": "integer"}}, "additionalProperties": False}},
+     [{"t": [{"c": {"d": [[[{}]]]}}]}, {"x": 1}, {"x": "s"}, {}, [[[[[1]]]]]]),
+    # oneOf of objects told apart by required keys, a free-form value deep inside
+    ({"type": "object", "oneOf": [{"required": ["a"], "not": {"required": ["b"]}}, {"required": ["b"]}],
+      "properties": {"c": {}}},
+     [{"a": 1, "c": [[[{"k": [[1]]}]]]}, {"a": 1, "b": 2}, {"b": {"x": [[[[]]]]}}, {}]),
+    # if / then / else on a discriminator, any member order
+    ({"type": "object", "if": {"properties": {"kind": {"const": "n"}}, "required": ["kind"]},
+      "then": {"properties": {"v": {"type": "number"}}, "required": ["v"]},
+      "else": {"properties": {"v": {"type": "string"}}}},
+     [{"kind": "n", "v": 1}, {"v": 1, "kind": "n"}, {"kind": "s", "v": "x"}, {"kind": "n", "v": "x"}, {"v": 2}]),
+    # counted properties with a pattern, recursive through a $ref under not
+    ({"$defs": {"t": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/t"}}},
+                      "additionalProperties": False}},
+      "not": {"$ref": "#/$defs/t"}, "type": "object", "maxProperties": 2},
+     [{"kids": [{"kids": [{"kids": [{"x": 1}]}]}]}, {"kids": [{"kids": []}]}, {"a": 1, "b": 2, "c": 3}, {}]),
+])
+def test_examples(tiny_vocab, schema, values):
+    g = sg.Grammar.from_json_schema(schema, engine="cfg", property_order="any")
+    cg = sg.compile(g, tiny_vocab, cache=False)
+    val = jsonschema.Draft202012Validator(schema)
+    outcomes = set()
+    for v in values:
+        ok = val.is_valid(v)
+        outcomes.add(ok)
+        assert accepts(cg, tiny_vocab, json.dumps(v, separators=(",", ":"))) == ok, v
+    assert outcomes == {True, False}
+
+
+def test_combination_goes_through_member_automata(monkeypatch):
+    calls = []
+    orig = jc.Combiner.schema_value
+
+    def spy(self, s, ptr, base):
+        calls.append(ptr)
+        return orig(self, s, ptr, base)
+
+    monkeypatch.setattr(jc.Combiner, "schema_value", spy)
+    schema = {"not": {"type": "object", "properties": {"x": {"type": "integer"}}, "additionalProperties": False}}
+    report = compile_json_schema_cfg(schema)
+    assert calls == [""] and report.unique_keys and report.exact
+
+
+def test_fallback_leaves_a_valid_grammar(tiny_vocab):
+    # uniqueItems is not taken by member automata: the regular path compiles it, as before
+    schema = {"type": "object", "properties": {"l": {"type": "array", "items": {"enum": [1, 2]},
+                                                     "uniqueItems": True}},
+              "not": {"required": ["z"], "properties": {"z": {"type": "integer"}}}}
+    g = sg.Grammar.from_json_schema(schema, engine="cfg")
+    cg = sg.compile(g, tiny_vocab, cache=False)
+    val = jsonschema.Draft202012Validator(schema)
+    for v in [{"l": [1, 2]}, {"l": [1, 1]}, {"z": 1, "l": [2]}, {"z": "s", "l": [2]}, {"z": 1}, {}]:
+        assert accepts(cg, tiny_vocab, json.dumps(v, separators=(",", ":"))) == val.is_valid(v), v
+
+
+def test_sampling_under_the_mask_gives_valid_instances(tiny_vocab):
+    vocab = tiny_vocab
+    schema = {"type": "object", "oneOf": [
+        {"properties": {"k": {"const": "a"}, "n": {"type": "integer"}}, "required": ["k", "n"]},
+        {"properties": {"k": {"const": "b"}}, "required": ["k"], "not": {"required": ["n"]}},
+    ], "maxProperties": 3}
+    g = sg.Grammar.from_json_schema(schema, engine="cfg", property_order="any")
+    cg = sg.compile(g, vocab, cache=False)
+    val = jsonschema.Draft202012Validator(schema)
+    rng = np.random.default_rng(7)
+    bias = np.zeros(vocab.logits_width)
+    for t in range(len(_PIECES)):
+        if any(c in _PIECES[t] for c in b'"}]'):
+            bias[t] = 3.0
+    done = 0
+    for _ in range(40):
+        m = cg.matcher()
+        out = []
+        for _step in range(300):
+            allowed = m.allowed_tokens()
+            assert allowed.size, vocab.decode(out)
+            logits = rng.standard_normal(allowed.size) + bias[allowed]
+            p = np.exp(logits - logits.max())
+            t = int(rng.choice(allowed, p=p / p.sum()))
+            assert m.advance(t)
+            if m.is_terminated():
+                assert val.is_valid(json.loads(vocab.decode(out))), vocab.decode(out)
+                done += 1
+                break
+            out.append(t)
+    assert done >= 20
