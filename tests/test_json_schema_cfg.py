@@ -366,3 +366,28 @@ def test_engine_option():
     assert sg.Grammar.from_json_schema(inter).is_regular
     with pytest.raises(ValueError):
         sg.Grammar.from_json_schema(small, engine="x")
+
+
+@pytest.mark.parametrize("engine", ["dfa", "cfg"])
+def test_declared_draft_keywords(llama3, engine):
+    # draft-04 has no if/then/else and no const; draft-06 no if: their validators ignore them
+    for draft, ignored in (("draft-04", {"if", "const"}), ("draft-06", {"if"})):
+        schema = {"$schema": f"http://json-schema.org/{draft}/schema#", "type": "object",
+                  "properties": {"k": {"const": "a"}, "n": {"type": "integer"}},
+                  "if": {"properties": {"k": {"enum": ["a"]}}}, "then": {"required": ["n"]}}
+        cg = sg.compile(sg.Grammar.from_json_schema(schema, engine=engine), llama3, cache=False)
+        val = jsonschema.validators.validator_for(schema)(schema)
+        cases = [{"k": "a"}, {"k": "b"}, {"k": "a", "n": 1}, {"n": "x"}]
+        got = {json.dumps(v): val.is_valid(v) for v in cases}
+        assert got['{"k": "b"}'] == ("const" in ignored) and got['{"k": "a"}'] == ("if" in ignored)
+        for v in cases:
+            assert accepts(cg, llama3, json.dumps(v, separators=(",", ":"))) == val.is_valid(v), (draft, v)
+
+
+def test_property_names_are_not_keywords():
+    from structgen.spec.json_schema_select import free_form, intersects_objects
+
+    s = {"type": "object", "properties": {"dependencies": {"type": "array", "items": {"type": "string"}},
+                                          "allOf": {"type": "string"}}}
+    assert not intersects_objects(s) and not free_form(s)
+    assert intersects_objects({"properties": {"x": {"allOf": [{"type": "string"}]}}})

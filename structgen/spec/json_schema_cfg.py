@@ -7,10 +7,15 @@ its *leaves* become regular terminals, compiled by the regular compiler
 
 What becomes what:
 - terminals: strings / numbers / booleans / null with all their keywords, ``enum``/``const``, keys,
-  punctuation; and any *non-recursive* sub-schema using a keyword that needs intersection or
-  complement (``not``, non-disjoint ``oneOf``, ``if``/``then``/``else``, ``dependentSchemas``,
-  ``dependentRequired``, ``contains``, ``uniqueItems``, counted ``min/maxProperties``...) is
-  compiled whole, exactly as the regular path does, and becomes one terminal;
+  punctuation;
+- a sub-schema using a keyword that needs intersection or complement (``not``, non-disjoint
+  ``oneOf``, ``if``/``then``/``else``, ``allOf`` that does not merge, ``dependentSchemas``,
+  ``propertyNames``, ``contains``, counted ``min/maxProperties``...) becomes a Boolean formula over
+  its parts, compiled by :mod:`.json_schema_combine`: scalars as small automata, objects and arrays
+  as automata over members / elements whose values are formulas again (any depth, recursion
+  included).  Where that does not apply (``uniqueItems``, too many value classes...) and the
+  sub-schema does not recurse, it is compiled whole, exactly as the regular path does, and becomes
+  one terminal (free-form values in it nest at most ``any_depth`` deep);
 - rules: objects (declared properties in declared order, optional ones optional, required ones
   enforced, required keys that ``properties`` does not place in any order (up to 3 of them), extra properties -- ``additionalProperties`` / ``patternProperties`` with key
   terminals that exclude the declared names -- allowed in any gap), arrays (``prefixItems`` /
@@ -31,13 +36,15 @@ terminal with a run of at most ``max_whitespace`` JSON whitespace characters and
 the value, so whitespace goes exactly where JSON allows it (never inside a string or a number, which
 are single lexemes), and a run stays bounded (an ignore terminal could repeat without bound).
 
-Recursive sub-schemas under ``not``/``oneOf``/``if``... raise :class:`Unsupported` naming the
-keyword and its JSON pointer (``lenient=True``: the keyword is ignored and reported).
+Recursive sub-schemas under ``not``/``oneOf``/``if``... that :mod:`.json_schema_combine` does
+not take raise :class:`Unsupported` naming the keyword and its JSON pointer (``lenient=True``: the
+keyword is ignored and reported).
 """
 from __future__ import annotations
 
 import itertools
 import json
+import time
 
 from structgen.automaton import ir
 from structgen.automaton.build import on_clear
@@ -472,6 +479,9 @@ class CfgSchemaCompiler:
         ``ws=False``: no whitespace before it (a piece of a longer lexical unit)."""
         if node == ir.NOTHING:
             return None
+        raw = (node, ws)
+        if raw in self._term_by_node:  # the same IR again: skip building its DFA
+            return self._term_by_node[raw]
         if not isinstance(node, (ir.CharSet, ir.Embed)) and not _is_literal(node):
             # built now: an empty language (a contradiction inside a leaf) is found here, and
             # the engine then starts from a minimal DFA
@@ -485,6 +495,7 @@ class CfgSchemaCompiler:
             name = self._fresh(hint.upper())
             self._term_by_node[key] = name
             self.terminals[name] = ir.seq(lead, node) if lead is not None else node
+        self._term_by_node[raw] = name
         return name
 
     def lit(self, s: str) -> str:
@@ -540,6 +551,9 @@ class CfgSchemaCompiler:
         hit = self._memo.get(id(s))
         if hit is not None and hit[0] is s:
             return hit[1]
+        deadline = self.rc.deadline
+        if deadline is not None and time.monotonic() > deadline:
+            raise LimitExceeded("JSON Schema compilation ran out of time", "time_limit", self.rc.time_limit)
         base = self.rc.base_of.get(id(s), base)
         name = self._fresh("v")
         self._memo[id(s)] = (s, name)
@@ -575,6 +589,7 @@ class CfgSchemaCompiler:
             self._combiner = Combiner(self)
         cb = self._combiner
         marks = [(d, len(d)) for d in (self.rules, self._memo, self.terminals, self._term_by_node, cb._memo)]
+        spent = cb.transitions
         try:
             sym = cb.schema_value(s, ptr, base)
         except (Fallback, Unsupported, LimitExceeded) as e:
@@ -585,6 +600,7 @@ class CfgSchemaCompiler:
                     del d[k]
             if self._any is not None and self._any not in self.rules:
                 self._any = None
+            cb.transitions = spent
             return self._regular(s, ptr, base, keyword)
         self.report.unique_keys = True  # members in any order: the key guard removes duplicate keys
         return [(sym,)] if sym is not None else []

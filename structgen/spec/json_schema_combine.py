@@ -27,19 +27,25 @@ since every atom speaks of one type at a time:
 A formula that is one atom without such keywords goes back to the ordinary grammar compiler.
 Exactness: every value falls in exactly one value class of its key class, and a class's grammar
 is exactly its language (or a subset of it, when a positive atom's ordinary grammar is narrowed:
-sound).  Complements of scalars need exact regular languages; an inexact one raises
-:class:`Fallback`, as do the keywords this construction does not take (``uniqueItems``, more
-than ``MAX_PATTERNS`` patterns or ``MAX_VALUE_FORMULAS`` distinct value
-schemas for one key class, past ``max_states`` automaton states).  On :class:`Fallback` the caller
-compiles the sub-schema the regular way, as before.
+sound).  Complements of scalars need exact regular languages: a ``format`` we check more strictly
+than the oracle is complemented without the format (values the format would take then fall in no
+class: sound, narrower, ``report.exact`` is False); another inexact language raises
+:class:`Fallback`, as do the keywords this construction does not take (``uniqueItems``, more than
+``MAX_PATTERNS`` patterns, ``MAX_VALUE_FORMULAS`` distinct value schemas or
+``MAX_VALUE_CLASSES`` value classes for one key class, ``max_states`` automaton states or
+``MAX_TRANSITIONS`` transitions for the schema, ``MAX_RULES`` rules for one combination).  On :class:`Fallback` the caller compiles the
+sub-schema the regular way, as before.  Only the value classes on live transitions of the
+minimised automaton are compiled.
 
 Objects compiled here take their members in any order and leave duplicate keys to the matcher's
 key guard (``SchemaReport.unique_keys``).
 """
 from __future__ import annotations
 
+import time
+
 from structgen.automaton import ir
-from structgen.errors import SchemaError
+from structgen.errors import LimitExceeded, SchemaError
 
 from . import json_numbers
 from . import json_schema as js
@@ -62,6 +68,8 @@ MAX_VALUE_FORMULAS = 16     # distinct schemas for one key class / position
 MAX_VALUE_CLASSES = 64      # value classes (sets of those a value satisfies) for one key class
 MAX_NAME_SCHEMAS = 8        # distinct propertyNames schemas in one object formula
 MAX_FORMULAS = 4000         # formulas compiled for one schema
+MAX_TRANSITIONS = 20_000    # member / element automaton transitions (grammar alternatives) for one schema
+MAX_RULES = 20_000          # grammar rules one combination (value classes included) may add
 
 
 class Fallback(Exception):
@@ -199,6 +207,8 @@ class Combiner:
         self._own: dict = {}         # id(schema) -> (schema, its plain keywords as a dict)
         self._memo: dict = {}        # formula -> symbol (None: no value)
         self._types: dict = {}       # atom -> frozenset of classes it allows
+        self.transitions = 0         # kept automaton transitions so far (MAX_TRANSITIONS)
+        self.rules_limit = None      # len(owner.rules) past which the current combination stops
 
     # ------------------------------------------------------------------ atoms
     def atom(self, d: dict, base) -> tuple:
@@ -381,7 +391,14 @@ class Combiner:
     # ------------------------------------------------------------------ values
     def schema_value(self, s, ptr: str, base):
         """The symbol of the values of schema ``s`` (None: none); raises :class:`Fallback`."""
-        return self.value(self.flatten(s, base, ptr), ptr)
+        outer = self.rules_limit is None
+        if outer:
+            self.rules_limit = len(self.o.rules) + MAX_RULES
+        try:
+            return self.value(self.flatten(s, base, ptr), ptr)
+        finally:
+            if outer:
+                self.rules_limit = None
 
     def value(self, f, ptr: str = ""):
         """The symbol of the values satisfying formula ``f`` (None: none)."""
@@ -399,6 +416,9 @@ class Combiner:
             return sym
         if len(self._memo) >= MAX_FORMULAS:
             raise Fallback(f"more than {MAX_FORMULAS} formulas")
+        if len(o.rules) > self.rules_limit:
+            raise Fallback(f"more than {MAX_RULES} grammar rules")
+        self.check_time()
         name = o._fresh("B")
         self._memo[f] = name
         alts = []
@@ -417,6 +437,12 @@ class Combiner:
                     alts.append((sym,))
         o.rules[name] = alts
         return name
+
+    def check_time(self) -> None:
+        """Raise :class:`LimitExceeded` past the compilation's ``time_limit``."""
+        rc = self.rc
+        if rc.deadline is not None and time.monotonic() > rc.deadline:
+            raise LimitExceeded("JSON Schema compilation ran out of time", "time_limit", rc.time_limit)
 
     @staticmethod
     def _plain(d: dict) -> bool:
@@ -706,6 +732,8 @@ class Combiner:
         delta = []
         i = 0
         while i < len(states):
+            if not i & 255:
+                self.check_time()
             row = []
             for e in effs:
                 t = step(states[i], e)
@@ -753,6 +781,9 @@ class Combiner:
         if b0 not in live:
             return []
         used = {e for b in live for e, t in zip(effs, bdelta[b]) if t in live}
+        self.transitions += sum(1 for b in live for t in bdelta[b] if t in live)
+        if self.transitions > MAX_TRANSITIONS:
+            raise Fallback(f"more than {MAX_TRANSITIONS} member automaton transitions")
         mem = {}
         for e in effs:
             if e in used:
