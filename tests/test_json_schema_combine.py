@@ -269,3 +269,38 @@ def test_sampling_under_the_mask_gives_valid_instances(tiny_vocab):
                 break
             out.append(t)
     assert done >= 20
+
+
+def test_discriminator_splits_value_classes(tiny_vocab, monkeypatch):
+    # three open objects told apart by "k" (not required), with three different schemas for "o":
+    # 2^3 value classes for "o" while all may hold; with the limit at 4 the discriminator path runs
+    monkeypatch.setattr(jc, "MAX_VALUE_CLASSES", 4)
+    branch = lambda tag, o: {"type": "object", "properties": {"k": {"const": tag}, "o": o}}  # noqa: E731
+    schema = {"oneOf": [
+        {"type": "object", "required": ["k"], "properties": {"k": {"type": "string", "not": {"enum": ["a", "b"]}},
+                                                            "o": {"type": "object"}}},
+        branch("a", {"type": "object", "properties": {"x": {"type": "integer"}}}),
+        branch("b", {"type": "object", "required": ["y"]}),
+    ]}
+    spy = []
+    orig = jc.Combiner._sequence
+
+    def seq(self, *a, **kw):
+        spy.append(a[2])
+        return orig(self, *a, **kw)
+
+    monkeypatch.setattr(jc.Combiner, "_sequence", seq)
+    g = sg.Grammar.from_json_schema(schema, engine="cfg", property_order="any")
+    assert len(spy) >= 3  # one automaton per class of "k", plus objects without it
+    cg = sg.compile(g, tiny_vocab, cache=False)
+    val = jsonschema.Draft202012Validator(schema)
+    r = random.Random(5)
+    with_k = [{"k": "a", "o": {"x": 1}}, {"o": {"x": "s"}, "k": "a"}, {"k": "b", "o": {"y": [[[[1]]]]}},
+              {"k": "b", "o": {}}, {"k": "z", "o": {"q": 1}}, {"k": "z", "o": 1}, {"k": 1, "o": {}},
+              {"o": {"y": 1, "x": "s"}, "k": "b", "d": [[[[{}]]]]}]
+    assert {val.is_valid(v) for v in with_k} == {True, False}
+    for v in with_k:
+        assert accepts(cg, tiny_vocab, json.dumps(v, separators=(",", ":")), r) == val.is_valid(v), v
+    for v in [{"o": {"x": "s"}}, {"o": {"x": 1, "y": 1}}, {}, {"o": {}}]:  # without "k": sound
+        if accepts(cg, tiny_vocab, json.dumps(v, separators=(",", ":")), r):
+            assert val.is_valid(v), v

@@ -76,6 +76,10 @@ class Fallback(Exception):
     """The construction does not apply to this sub-schema (the message says why)."""
 
 
+class TooManyClasses(Fallback):
+    """A key class or array position has too many value classes."""
+
+
 # ---------------------------------------------------------------------- formulas
 def f_not(a):
     if a == T:
@@ -617,11 +621,51 @@ class Combiner:
                 return None
             return (present | b, viol | vm, min(count + 1, cap))
 
-        effects = {}   # (presence bit, violation mask) -> [(key symbol, value formula)]
-        for key, vals, b in kclasses:
-            for vf, vm in self._value_classes(vals, ptr):
-                effects.setdefault((b, vm), []).append(((key, colon), vf))
-        return self._sequence("{", "}", (0, 0, 0), effects, step, accepts, ptr)
+        def members(skip=None, dead=0):
+            """(presence bit, violation mask) -> [(key symbol, value formula)] for every key class
+            but ``skip``; atoms in ``dead`` are violated already, so their schemas do not split
+            values into classes."""
+            effects = {}
+            for j, (key, vals, b) in enumerate(kclasses):
+                if j != skip:
+                    vals = [T if dead >> i & 1 else v for i, v in enumerate(vals)]
+                    for vf, vm in self._value_classes(vals, ptr):
+                        effects.setdefault((b, vm), []).append(((key, colon), vf))
+            return effects
+
+        try:
+            return self._sequence("{", "}", (0, 0, 0), members(), step, accepts, ptr)
+        except TooManyClasses:
+            pass
+        # Too many value classes while every atom may still hold.  A discriminator -- a key whose
+        # schemas under the atoms are pairwise disjoint (const / enum values, types) -- settles
+        # most atoms as soon as its value is known: one automaton per value class of it, where
+        # the atoms that class violates no longer split the other keys' values.  Objects
+        # without the discriminator keep only the atoms that do not require it; if they still
+        # have too many classes, they are left out (sound, narrower: report.exact is False).
+        extra_bit = 1 << len(required)
+        for j, (dkey, dvals, dbit) in enumerate(kclasses[:len(keys)]):
+            distinct = [v for v in dict.fromkeys(dvals) if v not in (T, F)]
+            if len(distinct) < 2 or not all(self._disjoint(a, b, self._finite(a), self._finite(b))
+                                            for x, a in enumerate(distinct) for b in distinct[x + 1:]):
+                continue
+            b_d = dbit or extra_bit
+            alts = []
+            try:
+                for vf, vm in self._value_classes(dvals, ptr):
+                    effects = members(skip=j, dead=vm)
+                    effects.setdefault((b_d, vm), []).append(((dkey, colon), vf))
+                    alts += self._sequence("{", "}", (0, vm, 0), effects, step,
+                                           lambda st: bool(st[0] & b_d) and accepts(st), ptr)
+            except TooManyClasses:
+                continue
+            need_d = sum(1 << i for i, a in enumerate(atoms) if keys[j] in a[3])
+            try:
+                alts += self._sequence("{", "}", (0, need_d, 0), members(skip=j, dead=need_d), step, accepts, ptr)
+            except TooManyClasses:
+                self.o.report.exact = False
+            return alts
+        raise TooManyClasses(f"more than {MAX_VALUE_CLASSES} value classes for one key, no discriminator")
 
     def _name_classes(self, key_ir, names: list) -> list:
         """``[(key language, [satisfies names[j]])]``: the keys of ``key_ir`` split by the
@@ -653,7 +697,7 @@ class Combiner:
             if v not in (T, F) and v not in distinct:
                 distinct.append(v)
         if len(distinct) > MAX_VALUE_FORMULAS:
-            raise Fallback(f"more than {MAX_VALUE_FORMULAS} different schemas for one key")
+            raise TooManyClasses(f"more than {MAX_VALUE_FORMULAS} different schemas for one key")
         always = 0
         for i, v in enumerate(vals):
             if v == F:
@@ -665,7 +709,7 @@ class Combiner:
 
         def grow(j, c, common):
             if len(classes) > MAX_VALUE_CLASSES:
-                raise Fallback(f"more than {MAX_VALUE_CLASSES} value classes for one key")
+                raise TooManyClasses(f"more than {MAX_VALUE_CLASSES} value classes for one key")
             if j == n:
                 classes.append(c)
                 return
@@ -713,10 +757,20 @@ class Combiner:
         return None
 
     def _disjoint(self, a, b, fa, fb) -> bool:
-        """No value satisfies both ``a`` and ``b`` (a cheap, incomplete test)."""
+        """No value satisfies both ``a`` and ``b`` (a cheap, incomplete test): no common type,
+        disjoint finite sets, or one excludes (``not``) a finite set holding the other."""
         if not self.classes_of(a) & self.classes_of(b):
             return True
-        return fa is not None and fb is not None and not fa & fb
+        if fa is not None and fb is not None:
+            return not fa & fb
+        for x, fy in ((a, fb), (b, fa)):
+            if fy is not None:
+                for part in (x[1:] if x[0] == "&" else (x,)):
+                    if part[0] == "N":
+                        excluded = self._finite(part[1])
+                        if excluded is not None and fy <= excluded:
+                            return True
+        return False
 
     def _sequence(self, open_: str, close: str, start, effects: dict, step, accepts, ptr: str) -> list:
         """Rules for ``open_ (item ("," item)*)? close`` where items are read by the automaton
