@@ -28,7 +28,9 @@ every subset construction, product and minimisation, cache hits charged as if re
 same schema gets the same engine on every run and machine, cold caches or warm.  A million cells
 are about 25-40 ms.  Schemas of at most ``INTERSECT_SMALL`` objects get ``DFA_WORK_BUDGET_SMALL``
 cells (the official suite's ``allOf`` / ``$ref`` cases need up to 11 million with flexible
-whitespace); larger ones ``DFA_WORK_BUDGET``: on a MaskBench sample the DFAs that fit cost at
+whitespace) in declared property order; larger ones, and every schema under ``property_order="any"``
+(where the grammar engine is as exact, and a failed DFA attempt is TTFM lost),
+``DFA_WORK_BUDGET``: on a MaskBench sample the DFAs that fit cost at
 most 1.4 million cells, the next ones 5 million and up (and those compile in 10-30 ms with the
 grammar engine), and every intersecting schema of more than ``INTERSECT_SCHEMA`` objects went past
 the budget, so those are not tried at all.
@@ -73,8 +75,11 @@ def compile_with(engine: str, schema, *, dfa_max_states: int = DFA_MAX_STATES,
             budget = dfa_max_states if size <= INTERSECT_SCHEMA else 0
         else:
             budget = SMALL_MAX_STATES if size <= SMALL_SCHEMA and not free_form(schema) else 0
+        # declared order: the DFA keeps intersected objects independent of key order (the grammar
+        # merges them into one order), worth a larger budget; in any order both are exact
+        generous = size <= INTERSECT_SMALL and options.get("property_order", "declared") != "any"
         work = dfa_work_budget if dfa_work_budget is not None else \
-            DFA_WORK_BUDGET_SMALL if size <= INTERSECT_SMALL else DFA_WORK_BUDGET
+            DFA_WORK_BUDGET_SMALL if generous else DFA_WORK_BUDGET
         small = _small_dfa(schema, budget, work, options) if budget else None
         if small is not None:
             return "dfa", small
