@@ -32,10 +32,11 @@ than the oracle is complemented without the format (values the format would take
 class: sound, narrower, ``report.exact`` is False); another inexact language raises
 :class:`Fallback`, as do the keywords this construction does not take (``uniqueItems``, more than
 ``MAX_PATTERNS`` patterns, ``MAX_VALUE_FORMULAS`` distinct value schemas or
-``MAX_VALUE_CLASSES`` value classes for one key class, ``max_states`` automaton states or
-``MAX_TRANSITIONS`` transitions for the schema, ``MAX_RULES`` rules for one combination).  On :class:`Fallback` the caller compiles the
-sub-schema the regular way, as before.  Only the value classes on live transitions of the
-minimised automaton are compiled.
+``MAX_VALUE_CLASSES`` value classes for one key class when no discriminator key splits the
+object, ``max_states`` automaton states or ``MAX_TRANSITIONS`` transitions for the schema,
+``MAX_RULES`` rules for one combination).  On :class:`Fallback` the caller compiles the sub-schema
+the regular way, as before.  Only the value classes on live transitions of the minimised
+automaton are compiled.
 
 Objects compiled here take their members in any order and leave duplicate keys to the matcher's
 key guard (``SchemaReport.unique_keys``).
@@ -208,7 +209,7 @@ class Combiner:
         self._keep: list = []        # dicts made here (their ids are keys)
         self._flat: dict = {}        # (id(schema), base) -> (schema, formula)
         self._restricted: dict = {}  # (atom, class) -> formula
-        self._own: dict = {}         # id(schema) -> (schema, its plain keywords as a dict)
+        self._own: dict = {}         # id(schema) -> (schema, its plain keywords); tuple keys: made dicts
         self._memo: dict = {}        # formula -> symbol (None: no value)
         self._types: dict = {}       # atom -> frozenset of classes it allows
         self.transitions = 0         # kept automaton transitions so far (MAX_TRANSITIONS)
@@ -342,10 +343,8 @@ class Combiner:
             integer_only = cls == "number" and "number" not in tl
         kws = _SCALAR_CLASS[cls] if cls in _SCALAR_CLASS else _OBJECT_ATOM if cls == "object" else _ARRAY_ATOM
         rel = {k: d[k] for k in kws if k in d}
-        if cls == "array" and "items" in rel and isinstance(rel["items"], list):
-            pass  # draft-07 array items: additionalItems applies
-        elif "additionalItems" in rel and cls == "array":
-            rel.pop("additionalItems")
+        if cls == "array" and not isinstance(rel.get("items"), list):
+            rel.pop("additionalItems", None)  # only array-form (draft-07) items have additional items
         if cls == "array" and "contains" not in rel:
             rel.pop("minContains", None)
             rel.pop("maxContains", None)
@@ -488,7 +487,6 @@ class Combiner:
                 # atom's), so the complement stays inside the true one; values the format would
                 # take are then in no class (sound, narrower)
                 d = self._frozen(("noformat", id(d)), {k: v for k, v in d.items() if k != "format"})
-                self._keep.append(d)
                 lang = self.rc.compile(d, ptr, base)
                 self.o.report.exact = False
             if not lang.exact:
@@ -515,7 +513,8 @@ class Combiner:
         objects)."""
         o, rc = self.o, self.rc
         if f == T:
-            return [(o.lit("{"), o.lit("}")), (o.lit("{"), self._any_members(), o.lit("}"))]
+            o.any_value()  # defines "$members"
+            return [(o.lit("{"), o.lit("}")), (o.lit("{"), "$members", o.lit("}"))]
         if f[0] == "A" and self._plain(self.atoms[f[1]][0]):
             return [(self.value(f, ptr),)]
         ids = f_atoms(f)
@@ -683,10 +682,6 @@ class Combiner:
 
         grow(key_ir if not names else self.rc.block(key_ir), [])
         return out
-
-    def _any_members(self) -> str:
-        self.o.any_value()
-        return "$members"
 
     def _value_classes(self, vals: list, ptr: str) -> list:
         """``[(formula, violation mask)]``: the value classes of a key class (or an array
