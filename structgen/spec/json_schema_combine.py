@@ -63,7 +63,6 @@ _OBJECT_ATOM = frozenset({"properties", "required", "additionalProperties", "pat
 _ARRAY_ATOM = frozenset({"items", "prefixItems", "additionalItems", "minItems", "maxItems", "contains",
                          "minContains", "maxContains", "uniqueItems"})
 _ATOM_KW = frozenset({"type"}) | _OBJECT_ATOM | _ARRAY_ATOM | _SCALAR_CLASS["number"] | _SCALAR_CLASS["string"]
-_COMBINATORS = ("allOf", "anyOf", "oneOf", "not", "if", "dependentRequired", "dependentSchemas", "dependencies")
 MAX_PATTERNS = 4
 MAX_VALUE_FORMULAS = 16     # distinct schemas for one key class / position
 MAX_VALUE_CLASSES = 64      # value classes (sets of those a value satisfies) for one key class
@@ -82,6 +81,9 @@ class TooManyClasses(Fallback):
 
 
 # ---------------------------------------------------------------------- formulas
+# A formula is a tuple: T, F, ("A", n) atom n, ("N", f) not, ("&", f, ...) and, ("|", f, ...) or,
+# ("1", f, ...) exactly one.  The constructors below simplify constants and flatten nesting, so
+# equal formulas are usually equal tuples (the memo's key).
 def f_not(a):
     if a == T:
         return F
