@@ -12,6 +12,8 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
+
 os.environ["HF_HUB_OFFLINE"] = "1"
 
 TOKENIZERS_DIR = Path(__file__).resolve().parent / "data" / "tokenizers"
@@ -68,3 +70,46 @@ def load_llamacpp_vectors(name: str) -> list[tuple[str, list[int]]]:
         lines = f.read().split("\n")[: len(texts)]
     assert len(lines) == len(texts), name
     return [(t, [int(x) for x in line.split()]) for t, line in zip(texts, lines)]
+
+
+# ----------------------------------------------------------------- matchers: oracles and sampling
+def brute_mask_check(m, vocab):
+    """``allowed_tokens()`` equals the tokens ``advance`` takes (each one rolled back)."""
+    allowed = set(m.allowed_tokens().tolist())
+    brute = set()
+    for t in range(vocab.logits_width):
+        if m.advance(t):
+            brute.add(t)
+            m.rollback(1)
+    assert allowed == brute, (sorted(allowed - brute)[:5], sorted(brute - allowed)[:5])
+
+
+def sample(cg, vocab, rng, bias, max_steps=300):
+    """Sample under the mask from random logits (``bias`` favours structure); the text, or None
+    when the budget ran out.  An empty mask fails the test."""
+    m = cg.matcher()
+    out = []
+    for _ in range(max_steps):
+        allowed = m.allowed_tokens()
+        assert allowed.size, f"dead end after {vocab.decode(out)!r}"
+        logits = rng.standard_normal(allowed.size) + bias[allowed]
+        p = np.exp(logits - logits.max())
+        t = int(rng.choice(allowed, p=p / p.sum()))
+        assert m.advance(t)
+        if m.is_terminated():
+            return vocab.decode(out).decode("utf-8")
+        out.append(t)
+    return None
+
+
+def structure_bias(vocab, strength):
+    """Logit bias for tokens with a quote or closing bracket (so strings and objects end)."""
+    bias = np.zeros(vocab.logits_width)
+    for t in range(vocab.logits_width):
+        if vocab.is_normal[t]:
+            b = vocab.token_bytes(t)
+            if b'"' in b or b"}" in b or b"]" in b:
+                bias[t] = strength
+        elif t in set(int(e) for e in vocab.eos_ids):
+            bias[t] = strength
+    return bias

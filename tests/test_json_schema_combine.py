@@ -15,6 +15,7 @@ import structgen as sg
 from structgen.spec import json_schema_combine as jc
 from structgen.spec.json_schema_cfg import compile_json_schema_cfg
 from structgen.vocab import Vocabulary
+from tests.helpers import brute_mask_check, sample, structure_bias
 
 KEYS = ["a", "b", "c"]
 _PIECES = [bytes([b]) for b in range(256)] + [
@@ -145,13 +146,7 @@ def accepts(cg, vocab, text: str, rng=None, brute: bool = False) -> bool:
     m = cg.matcher()
     for t in tokens(text, rng or random.Random(0)):
         if brute:
-            allowed = set(m.allowed_tokens().tolist())
-            took = set()
-            for u in range(vocab.logits_width):
-                if m.advance(u):
-                    took.add(u)
-                    m.rollback(1)
-            assert allowed == took, text
+            brute_mask_check(m, vocab)
         if not m.advance(t):
             return False
     return m.is_accepting()
@@ -248,27 +243,12 @@ def test_sampling_under_the_mask_gives_valid_instances(tiny_vocab):
     cg = sg.compile(g, vocab, cache=False)
     val = jsonschema.Draft202012Validator(schema)
     rng = np.random.default_rng(7)
-    bias = np.zeros(vocab.logits_width)
-    for t in range(len(_PIECES)):
-        if any(c in _PIECES[t] for c in b'"}]'):
-            bias[t] = 3.0
-    done = 0
-    for _ in range(40):
-        m = cg.matcher()
-        out = []
-        for _step in range(300):
-            allowed = m.allowed_tokens()
-            assert allowed.size, vocab.decode(out)
-            logits = rng.standard_normal(allowed.size) + bias[allowed]
-            p = np.exp(logits - logits.max())
-            t = int(rng.choice(allowed, p=p / p.sum()))
-            assert m.advance(t)
-            if m.is_terminated():
-                assert val.is_valid(json.loads(vocab.decode(out))), vocab.decode(out)
-                done += 1
-                break
-            out.append(t)
-    assert done >= 20
+    bias = structure_bias(vocab, 3.0)
+    texts = [sample(cg, vocab, rng, bias) for _ in range(40)]
+    done = [t for t in texts if t is not None]
+    for t in done:
+        assert val.is_valid(json.loads(t)), t
+    assert len(done) >= 20
 
 
 def test_discriminator_splits_value_classes(tiny_vocab, monkeypatch):

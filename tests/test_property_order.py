@@ -16,7 +16,7 @@ import torch
 
 import structgen as sg
 from structgen.vocab import Vocabulary
-from tests.helpers import load_tokenizer, load_vocab
+from tests.helpers import brute_mask_check, load_tokenizer, load_vocab, sample, structure_bias
 
 ENGINES = ["dfa", "cfg"]
 INT = {"type": "integer"}
@@ -270,17 +270,6 @@ def tokenize_randomly(vocab, text: str, rng) -> list:
     return out
 
 
-def brute_mask_check(m, vocab):
-    """``allowed_tokens()`` equals the tokens ``advance`` takes (each one rolled back)."""
-    allowed = set(m.allowed_tokens().tolist())
-    brute = set()
-    for t in range(vocab.logits_width):
-        if m.advance(t):
-            brute.add(t)
-            m.rollback(1)
-    assert allowed == brute, (sorted(allowed - brute)[:5], sorted(brute - allowed)[:5])
-
-
 @pytest.mark.parametrize("engine", ENGINES)
 def test_mask_equals_advance_brute_force(engine, tiny):
     rng = random.Random(3)
@@ -429,7 +418,7 @@ def test_live_keys_sampling_never_dead_ends(engine, tiny, llama3):
     rng = np.random.default_rng(17)
     done = 0
     for vocab, strength in ((tiny, 2.0), (llama3, 3.0)):
-        bias = _bias(vocab, strength)
+        bias = structure_bias(vocab, strength)
         for name in ("names", "closed", "nested", "deps"):
             schema = LIVE_CASES[name][0]
             g = sg.Grammar.from_json_schema(schema, engine=engine, whitespace="flexible", property_order="any",
@@ -471,45 +460,13 @@ def test_rollback_fork_reset_are_exact(engine, tiny):
         m.rollback(1)
 
 
-# ----------------------------------------------------------------------------- sampling
-def sample(cg, vocab, rng, bias, max_steps=300):
-    """Sample under the mask from random logits (``bias`` favours structure); the text, or None
-    when the budget ran out.  An empty mask fails the test."""
-    m = cg.matcher()
-    out = []
-    for _ in range(max_steps):
-        allowed = m.allowed_tokens()
-        assert allowed.size, f"dead end after {vocab.decode(out)!r}"
-        logits = rng.standard_normal(allowed.size) + bias[allowed]
-        p = np.exp(logits - logits.max())
-        t = int(rng.choice(allowed, p=p / p.sum()))
-        assert m.advance(t)
-        if m.is_terminated():
-            return vocab.decode(out).decode("utf-8")
-        out.append(t)
-    return None
-
-
-def _bias(vocab, strength):
-    """Logit bias for tokens with a quote or closing bracket (so strings and objects end)."""
-    bias = np.zeros(vocab.logits_width)
-    for t in range(vocab.logits_width):
-        if vocab.is_normal[t]:
-            b = vocab.token_bytes(t)
-            if b'"' in b or b"}" in b or b"]" in b:
-                bias[t] = strength
-        elif t in set(int(e) for e in vocab.eos_ids):
-            bias[t] = strength
-    return bias
-
-
 @pytest.mark.parametrize("engine", ENGINES)
 def test_sampling_yields_valid_json_without_duplicates(engine, tiny, llama3):
     rng = np.random.default_rng(11)
     done = 0
     for vocab, strength, names in ((tiny, 4.0, ["closed", "open", "pattern", "minmax", "deps", "nested"]),
                                    (llama3, 6.0, ["closed", "addl_schema", "wide"])):
-        bias = _bias(vocab, strength)
+        bias = structure_bias(vocab, strength)
         for name in names:
             schema = CASES[name][0]
             cg = compiled(name, engine, vocab)

@@ -94,38 +94,31 @@ def f_not(a):
     return ("N", a)
 
 
-def f_and(parts):
+def _flat(op: str, parts, unit, zero):
+    """``op`` ("&" or "|") of ``parts``: ``unit`` dropped, ``zero`` absorbing, nested ``op``
+    flattened, duplicates dropped, operands sorted."""
     out = []
     for p in parts:
-        if p == F:
-            return F
-        if p == T:
+        if p == zero:
+            return zero
+        if p == unit:
             continue
-        for q in (p[1:] if p[0] == "&" else (p,)):
+        for q in (p[1:] if p[0] == op else (p,)):
             if q not in out:
                 out.append(q)
     if not out:
-        return T
+        return unit
     if len(out) == 1:
         return out[0]
-    return ("&", *sorted(out))
+    return (op, *sorted(out))
+
+
+def f_and(parts):
+    return _flat("&", parts, T, F)
 
 
 def f_or(parts):
-    out = []
-    for p in parts:
-        if p == T:
-            return T
-        if p == F:
-            continue
-        for q in (p[1:] if p[0] == "|" else (p,)):
-            if q not in out:
-                out.append(q)
-    if not out:
-        return F
-    if len(out) == 1:
-        return out[0]
-    return ("|", *sorted(out))
+    return _flat("|", parts, F, T)
 
 
 def f_one(parts):
@@ -173,19 +166,9 @@ def f_atoms(f, out=None) -> list:
 
 
 def _class_of(v) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, (int, float)):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "array"
-    if isinstance(v, dict):
-        return "object"
-    raise SchemaError(f"not a JSON value: {v!r}", "")
+    """The type class of a JSON value (integers are numbers)."""
+    t = js._json_type(v)
+    return "number" if t == "integer" else t
 
 
 def _const_atom(v, cls: str) -> dict:
