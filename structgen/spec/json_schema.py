@@ -238,6 +238,16 @@ class _Compiler:
         return node, self.base_of.get(id(node), uri)
 
     # ---------------------------------------------------------------- building blocks
+    def check_time(self) -> float | None:
+        """The seconds left before ``time_limit`` (None: no limit); raises :class:`LimitExceeded`
+        past it."""
+        if self.deadline is None:
+            return None
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise LimitExceeded("JSON Schema compilation ran out of time", "time_limit", self.time_limit)
+        return left
+
     def block(self, node: ir.Node) -> ir.Node:
         """``node`` built into a minimal DFA now and embedded.
 
@@ -249,11 +259,7 @@ class _Compiler:
             return node
         from structgen.automaton.build import build_dfa, embedded
 
-        left = None
-        if self.deadline is not None:
-            left = self.deadline - time.monotonic()
-            if left <= 0:
-                raise LimitExceeded("JSON Schema compilation ran out of time", "time_limit", self.time_limit)
+        left = self.check_time()
         dfa = build_dfa(node, max_states=self.max_states, time_limit=left)
         if dfa.is_empty():
             return ir.NOTHING

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import time
 
 from structgen.automaton import ir
 from structgen.automaton.build import on_clear
@@ -551,9 +550,7 @@ class CfgSchemaCompiler:
         hit = self._memo.get(id(s))
         if hit is not None and hit[0] is s:
             return hit[1]
-        deadline = self.rc.deadline
-        if deadline is not None and time.monotonic() > deadline:
-            raise LimitExceeded("JSON Schema compilation ran out of time", "time_limit", self.rc.time_limit)
+        self.rc.check_time()
         base = self.rc.base_of.get(id(s), base)
         name = self._fresh("v")
         self._memo[id(s)] = (s, name)

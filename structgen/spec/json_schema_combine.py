@@ -43,10 +43,8 @@ key guard (``SchemaReport.unique_keys``).
 """
 from __future__ import annotations
 
-import time
-
 from structgen.automaton import ir
-from structgen.errors import LimitExceeded, SchemaError
+from structgen.errors import SchemaError
 
 from . import json_numbers
 from . import json_schema as js
@@ -406,7 +404,7 @@ class Combiner:
             raise Fallback(f"more than {MAX_FORMULAS} formulas")
         if len(o.rules) > self.rules_limit:
             raise Fallback(f"more than {MAX_RULES} grammar rules")
-        self.check_time()
+        self.rc.check_time()
         name = o._fresh("B")
         self._memo[f] = name
         alts = []
@@ -425,12 +423,6 @@ class Combiner:
                     alts.append((sym,))
         o.rules[name] = alts
         return name
-
-    def check_time(self) -> None:
-        """Raise :class:`LimitExceeded` past the compilation's ``time_limit``."""
-        rc = self.rc
-        if rc.deadline is not None and time.monotonic() > rc.deadline:
-            raise LimitExceeded("JSON Schema compilation ran out of time", "time_limit", rc.time_limit)
 
     @staticmethod
     def _plain(d: dict) -> bool:
@@ -767,7 +759,7 @@ class Combiner:
         i = 0
         while i < len(states):
             if not i & 255:
-                self.check_time()
+                self.rc.check_time()
             row = []
             for e in effs:
                 t = step(states[i], e)
