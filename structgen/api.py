@@ -111,7 +111,7 @@ def _pydantic_grammar(tp, options: dict) -> Grammar:
     options = dict(options)
     if not options.pop("strict", True):
         return Grammar.from_pydantic(tp, **options)
-    from .spec.pydantic import pydantic_to_schema
+    from .frontends.pydantic import pydantic_to_schema
 
     g = Grammar.from_json_schema(_closed(pydantic_to_schema(tp)), **options)
     g.source = f"Pydantic {_type_name(tp)}"
@@ -670,7 +670,7 @@ def generate(model, tokenizer, prompt, *, schema=None, regex=None, grammar=None,
     and JSON Schemas alike, objects without ``additionalProperties``/``patternProperties`` are
     closed (no extra keys) unless ``schema_options={"strict": False}``.  ``property_order``:
     ``"declared"`` (the default: object members in the order the schema lists them) or ``"any"``
-    (any order, each key at most once; see :mod:`structgen.spec.property_order`).  Sampling:
+    (any order, each key at most once; see :mod:`structgen.frontends.json_schema.property_order`).  Sampling:
     ``temperature=0`` is greedy; else ``top_k``/``top_p``/``seed``.  ``fast_forward``
     feeds text the constraint forces in one pass instead of sampling it token by token;
     ``token_healing`` re-generates the prompt's last token so the output may merge with it.

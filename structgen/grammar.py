@@ -36,7 +36,7 @@ class Grammar:
     def from_regex(cls, pattern: str, *, syntax: str = "python") -> "Grammar":
         """Outputs that fully match ``pattern`` (Python ``re`` syntax by default;
         ``syntax="ecma"`` for JavaScript / JSON Schema semantics of ``\\d \\w \\s``)."""
-        from .spec.regex import parse_regex
+        from .frontends.regex import parse_regex
 
         node = parse_regex(pattern, syntax=syntax)
         return cls("regular", node=node, key=("regex", pattern, syntax), source=f"regex {pattern!r}")
@@ -64,25 +64,25 @@ class Grammar:
         """JSON documents valid under ``schema`` (a dict, bool or JSON text).
 
         ``engine``: ``"dfa"`` compiles the whole schema to one regular language
-        (:func:`structgen.spec.json_schema.compile_json_schema`: free-form values and recursion
+        (:func:`structgen.frontends.json_schema.regular.compile_json_schema`: free-form values and recursion
         bounded), ``"cfg"`` to a grammar for the grammar engine
-        (:func:`structgen.spec.json_schema_cfg.compile_json_schema_cfg`: exact recursion, linear
-        size), ``"auto"`` picks per schema (see :mod:`structgen.spec.json_schema_select`).
+        (:func:`structgen.frontends.json_schema.cfg.compile_json_schema_cfg`: exact recursion, linear
+        size), ``"auto"`` picks per schema (see :mod:`structgen.frontends.json_schema.select`).
         ``property_order``: ``"declared"`` (object members in the order ``properties`` lists
         them) or ``"any"`` (any order, each key at most once: see
-        :mod:`structgen.spec.property_order`; matchers then reject duplicate keys at run time,
+        :mod:`structgen.frontends.json_schema.property_order`; matchers then reject duplicate keys at run time,
         and, with ``report.live_keys``, tokens after which only used keys could follow).
         Other options are the compilers', e.g. ``whitespace="compact"|"flexible"``, ``lenient=False``.
         """
         if engine not in ("auto", "dfa", "cfg"):
             raise ValueError("engine must be 'auto', 'dfa' or 'cfg'")
-        from .spec.property_order import check_order
+        from .frontends.json_schema.property_order import check_order
 
         if check_order(property_order) == "any":
             options["property_order"] = "any"
         if isinstance(schema, (str, bytes)):
             schema = json.loads(schema)
-        from .spec.json_schema_select import compile_with
+        from .frontends.json_schema.select import compile_with
 
         engine, result = compile_with(engine, schema, **options)
         key = ("json_schema", engine, json.dumps(schema, sort_keys=True, default=str),
@@ -96,7 +96,7 @@ class Grammar:
     def from_pydantic(cls, model, *, property_order: str = "declared", **options) -> "Grammar":
         """JSON documents that validate as ``model`` (a Pydantic model or any type
         Pydantic's TypeAdapter accepts); options as :meth:`from_json_schema`."""
-        from .spec.pydantic import pydantic_to_schema
+        from .frontends.pydantic import pydantic_to_schema
 
         g = cls.from_json_schema(pydantic_to_schema(model), property_order=property_order, **options)
         g.source = f"Pydantic {getattr(model, '__name__', model)!s}"
@@ -106,14 +106,14 @@ class Grammar:
     @classmethod
     def from_lark(cls, text: str, start: str = "start") -> "Grammar":
         """A grammar in Lark's syntax (rules, terminals, ``%import``, ``%ignore``)."""
-        from .cfg.lark_frontend import lark_to_cfg
+        from .frontends.lark import lark_to_cfg
 
         return cls("cfg", cfg=lark_to_cfg(text, start=start), key=("lark", text, start), source="Lark grammar")
 
     @classmethod
     def from_gbnf(cls, text: str, start: str = "root") -> "Grammar":
         """A grammar in llama.cpp's GBNF syntax."""
-        from .cfg.gbnf import gbnf_to_cfg
+        from .frontends.gbnf import gbnf_to_cfg
 
         return cls("cfg", cfg=gbnf_to_cfg(text, start=start), key=("gbnf", text, start), source="GBNF grammar")
 

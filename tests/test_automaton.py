@@ -20,7 +20,7 @@ from structgen.automaton import ir
 from structgen.automaton.dfa import ByteDFA
 from structgen.automaton.utf8 import utf8_sequences
 from structgen.errors import LimitExceeded
-from structgen.spec.regex import dfa_from_regex, parse_regex
+from structgen.frontends.regex import dfa_from_regex, parse_regex
 from tests.test_regex import render, trees
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -16,7 +16,8 @@ import pytest
 from structgen import grammars
 from structgen.automaton import ir
 from structgen.automaton.build import build_dfa
-from structgen.cfg import compile_cfg, lark_to_cfg
+from structgen.cfg import compile_cfg
+from structgen.frontends import lark_to_cfg
 from structgen.cfg import engine as E
 from structgen.cfg.terminals import build, literal_set_dfa
 from tests.helpers import load_vocab

@@ -20,7 +20,8 @@ from lark import Lark
 from lark.exceptions import LarkError
 
 from structgen import grammars
-from structgen.cfg import compile_cfg, gbnf_to_cfg, lark_to_cfg
+from structgen.cfg import compile_cfg
+from structgen.frontends import gbnf_to_cfg, lark_to_cfg
 from structgen.vocab.vocabulary import Vocabulary
 
 
@@ -556,7 +557,8 @@ def test_forced_bytes_match_brute_force(text, prefix):
 
 
 def test_disk_cache_round_trip(tmp_path, monkeypatch):
-    from structgen.cfg import diskcache, lark_frontend
+    from structgen.cfg import diskcache
+    from structgen.frontends import lark as lark_frontend
     from structgen.cfg.engine import normalise
 
     monkeypatch.setenv("STRUCTGEN_CACHE_DIR", str(tmp_path))

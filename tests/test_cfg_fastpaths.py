@@ -17,12 +17,13 @@ import numpy as np
 import pytest
 
 from structgen.automaton import ir
-from structgen.cfg import compile_cfg, lark_to_cfg
+from structgen.cfg import compile_cfg
+from structgen.frontends import lark_to_cfg
 from structgen.cfg import engine as E
 from structgen.cfg.mask import lexemes_within
 from structgen.cfg.terminals import build, regex_to_ir
-from structgen.spec.json_schema import _WS_CHARS
-from structgen.spec.json_schema_cfg import compile_json_schema_cfg
+from structgen.frontends.json_schema.regular import _WS_CHARS
+from structgen.frontends.json_schema.cfg import compile_json_schema_cfg
 from structgen.vocab.vocabulary import Vocabulary
 
 BODIES = [r'"[a-z]*"', r'-?(0|[1-9][0-9]*)(\.[0-9]+)?', r'true|false', r'x*', r'"(a|b\n)*"', r'(ab)+|a',

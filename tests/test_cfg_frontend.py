@@ -5,9 +5,10 @@ import pytest
 
 from structgen import grammars
 from structgen.automaton import ir
-from structgen.cfg import CFG, gbnf_to_cfg, lark_to_cfg
+from structgen.cfg import CFG
+from structgen.frontends import gbnf_to_cfg, lark_to_cfg
 from structgen.cfg.engine import normalise
-from structgen.cfg.gbnf import parse_gbnf
+from structgen.frontends.gbnf import parse_gbnf
 from structgen.errors import GrammarError, Unsupported
 
 

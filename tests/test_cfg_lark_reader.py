@@ -13,7 +13,7 @@ from lark.load_grammar import _parse_grammar
 from lark.tree import Tree
 
 from structgen import grammars
-from structgen.cfg import lark_frontend as lf
+from structgen.frontends import lark as lf
 
 
 def _same(a, b) -> bool:

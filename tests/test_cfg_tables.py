@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from structgen import grammars
-from structgen.cfg import lark_to_cfg
+from structgen.frontends import lark_to_cfg
 from structgen.cfg.engine import Tables, normalise
-from structgen.spec.json_schema_cfg import compile_json_schema_cfg
+from structgen.frontends.json_schema.cfg import compile_json_schema_cfg
 
 from .test_cfg_engine import random_grammar
 

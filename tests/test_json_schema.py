@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from structgen.automaton.build import build_dfa
 from structgen.errors import LimitExceeded, SchemaError, Unsupported
-from structgen.spec.json_schema import compile_json_schema, schema_to_ir
-from structgen.spec import json_numbers
+from structgen.frontends.json_schema.regular import compile_json_schema, schema_to_ir
+from structgen.frontends.json_schema import numbers as json_numbers
 from tests.test_json_schema_irmatch import IRMatcher
 
 FC = jsonschema.Draft202012Validator.FORMAT_CHECKER

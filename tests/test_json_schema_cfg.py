@@ -1,4 +1,4 @@
-"""JSON Schema through the grammar engine (structgen.spec.json_schema_cfg), against jsonschema.
+"""JSON Schema through the grammar engine (structgen.frontends.json_schema.cfg), against jsonschema.
 
 - recursive schemas (a tree node referencing itself, the suite's recursive $ref cases) compile
   through the CFG path and accept / reject instances token by token exactly as jsonschema says,
@@ -22,7 +22,7 @@ import pytest
 
 import structgen as sg
 from structgen.errors import Unsupported
-from structgen.spec.json_schema_cfg import compile_json_schema_cfg
+from structgen.frontends.json_schema.cfg import compile_json_schema_cfg
 from structgen.vocab import Vocabulary
 from tests.helpers import load_vocab
 
@@ -385,7 +385,7 @@ def test_declared_draft_keywords(llama3, engine):
 
 
 def test_property_names_are_not_keywords():
-    from structgen.spec.json_schema_select import free_form, intersects_objects
+    from structgen.frontends.json_schema.select import free_form, intersects_objects
 
     s = {"type": "object", "properties": {"dependencies": {"type": "array", "items": {"type": "string"}},
                                           "allOf": {"type": "string"}}}

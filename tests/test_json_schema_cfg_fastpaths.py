@@ -1,4 +1,4 @@
-"""JSON Schema -> CFG helpers (structgen.spec.json_schema_cfg): memoised unit inlining, and the
+"""JSON Schema -> CFG helpers (structgen.frontends.json_schema.cfg): memoised unit inlining, and the
 directly built automaton of keys outside a declared set."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from structgen.spec.json_schema_cfg import _inline_units, _unit_cycle
+from structgen.frontends.json_schema.cfg import _inline_units, _unit_cycle
 
 
 def _inline_units_ref(rules: dict, start: str) -> dict:
@@ -56,7 +56,7 @@ def test_inline_units_long_chain():
 def _generic_other_keys(declared):
     from structgen.automaton import ir
     from structgen.automaton.build import build_dfa
-    from structgen.spec.json_strings import encode
+    from structgen.frontends.json_schema.strings import encode
 
     body = ir.Not(ir.alt(*[ir.literal(k) if k else ir.EMPTY for k in declared]))
     return build_dfa(ir.seq(ir.literal('"'), encode(body, "key"), ir.literal('"')))
@@ -79,7 +79,7 @@ _ALPHABET = ["a", "b", "ab", "A", " ", "\"", "\\", "/", "\n", "\t", "\x00", "\x1
 ])
 def test_other_keys_node_matches_generic(declared):
     from structgen.automaton.build import build_dfa
-    from structgen.spec.json_schema_cfg import other_keys_node
+    from structgen.frontends.json_schema.cfg import other_keys_node
 
     node = other_keys_node(declared)
     assert node is not None
@@ -89,7 +89,7 @@ def test_other_keys_node_matches_generic(declared):
 @pytest.mark.parametrize("seed", range(40))
 def test_other_keys_node_random_sets(seed):
     from structgen.automaton.build import build_dfa
-    from structgen.spec.json_schema_cfg import other_keys_node
+    from structgen.frontends.json_schema.cfg import other_keys_node
 
     rng = random.Random(seed)
     declared = ["".join(rng.choice(_ALPHABET) for _ in range(rng.randint(0, 4))) for _ in range(rng.randint(1, 6))]
@@ -100,7 +100,7 @@ def test_other_keys_node_accepts_and_rejects():
     import json
 
     from structgen.automaton.build import build_dfa
-    from structgen.spec.json_schema_cfg import other_keys_node
+    from structgen.frontends.json_schema.cfg import other_keys_node
 
     d = build_dfa(other_keys_node(["id", "name", "é"]))
     for k in ["id", "name", "é"]:

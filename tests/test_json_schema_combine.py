@@ -1,4 +1,4 @@
-"""Boolean combinations of sub-schemas in the grammar engine (structgen.spec.json_schema_combine):
+"""Boolean combinations of sub-schemas in the grammar engine (structgen.frontends.json_schema.combine):
 random schemas with not / oneOf / anyOf / allOf / if / dependencies / propertyNames / contains /
 counted properties and items, checked against jsonschema on random instances that nest deeper than
 the regular compiler's free-form depth, and by sampling under the mask."""
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import structgen as sg
-from structgen.spec import json_schema_combine as jc
-from structgen.spec.json_schema_cfg import compile_json_schema_cfg
+from structgen.frontends.json_schema import combine as jc
+from structgen.frontends.json_schema.cfg import compile_json_schema_cfg
 from structgen.vocab import Vocabulary
 from tests.helpers import brute_mask_check, sample, structure_bias
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from structgen.automaton import ir
 from structgen.automaton.build import build_dfa
 from structgen.errors import LimitExceeded, RegexError, Unsupported
-from structgen.spec.regex import dfa_from_regex, parse_regex, search_to_full
+from structgen.frontends.regex import dfa_from_regex, parse_regex, search_to_full
 
 SETTINGS = settings(max_examples=120, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -578,8 +578,8 @@ def _warm_up() -> None:
 def dfa_from_regex(pattern: str, **kw) -> ByteDFA:
     """Pattern text -> minimal ByteDFA (full-match semantics by default).
 
-    Same as :func:`structgen.spec.regex.dfa_from_regex`: parse keywords (``flags``,
+    Same as :func:`structgen.frontends.regex.dfa_from_regex`: parse keywords (``flags``,
     ``syntax``, ``anchored``) and build keywords (``max_states``, ``time_limit``, ...)."""
-    from ..spec.regex import dfa_from_regex as _impl  # the front-end sits above this package
+    from ..frontends.regex import dfa_from_regex as _impl  # the front-end sits above this package
 
     return _impl(pattern, **kw)

@@ -70,7 +70,7 @@ def run_record(rec: dict, vocab=None, *, whitespace="flexible", max_whitespace=4
             cg.matcher().fill_bitmask(bm, 0)
         else:
             from structgen.automaton.build import build_dfa
-            from structgen.spec.json_schema import compile_json_schema
+            from structgen.frontends.json_schema.regular import compile_json_schema
 
             report = compile_json_schema(schema, whitespace=whitespace, max_whitespace=max_whitespace,
                                          time_limit=time_limit, lenient=lenient, property_order=property_order)

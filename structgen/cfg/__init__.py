@@ -1,19 +1,18 @@
 """The grammar engine: context-free grammars (Lark, GBNF, the JSON Schema compiler's
 recursive parts) compiled against a vocabulary into exact token masks.
 
-    from structgen.cfg import lark_to_cfg, gbnf_to_cfg, compile_cfg
+    from structgen.frontends import lark_to_cfg
+    from structgen.cfg import compile_cfg
     cg = compile_cfg(lark_to_cfg(text), vocab)
     m = cg.matcher()      # CFGMatcher: advance / rollback / fork / fill_bitmask / ...
 
-Modules: ``grammar`` (the CFG IR), ``lark_frontend``, ``gbnf``, ``terminals``
+Modules: ``grammar`` (the CFG IR the front ends in :mod:`structgen.frontends` emit), ``terminals``
 (regex/IR -> DFA), ``earley`` (byte-stepped Earley kernels), ``mask`` (trie
 walks), ``cache`` (MaskCache: per-grammar mask parts, bounded), ``diskcache``
 (Lark loading and lexer DFAs pickled per grammar under a user cache dir),
 ``engine`` (normalisation, tables, CompiledCFG), ``matcher`` (CFGMatcher).
 """
 from .grammar import CFG
-from .lark_frontend import lark_to_cfg
-from .gbnf import gbnf_to_cfg
 from .engine import CompiledCFG, compile_cfg
 
-__all__ = ["CFG", "lark_to_cfg", "gbnf_to_cfg", "CompiledCFG", "compile_cfg"]
+__all__ = ["CFG", "CompiledCFG", "compile_cfg"]

@@ -653,7 +653,7 @@ def _warm_up() -> None:
     except Exception:  # (a private helper: a Lark without it builds its parser on first use)
         pass
     from ..vocab.vocabulary import Vocabulary
-    from .lark_frontend import lark_to_cfg
+    from ..frontends.lark import lark_to_cfg
     from . import mask as mk
     from .terminals import literal_set_dfa
 

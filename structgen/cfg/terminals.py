@@ -1,6 +1,6 @@
 """Terminals: regex text -> regular IR, and IR -> trimmed ByteDFA.
 
-Thin wrappers over the project's ``structgen.spec.regex.parse_regex`` and
+Thin wrappers over the project's ``structgen.frontends.regex.parse_regex`` and
 ``structgen.automaton.build.build_dfa``, plus the translation of Lark's common
 terminals that rely on lazy quantifiers or lookbehind.
 """
@@ -27,7 +27,7 @@ KNOWN_PATTERNS = {
 def regex_to_ir(pattern: str, where: str = "") -> ir.Node:
     """The IR of a Python-syntax regex (inline flags such as ``(?i:...)`` allowed)."""
     pattern = KNOWN_PATTERNS.get(pattern, pattern)
-    from ..spec.regex import parse_regex
+    from ..frontends.regex import parse_regex
 
     try:
         return parse_regex(pattern)

@@ -1,6 +1,6 @@
 """KeyGuardMatcher: a matcher that never lets an object key occur twice in the same object.
 
-``property_order="any"`` (see :mod:`structgen.spec.property_order`) compiles objects to grammars
+``property_order="any"`` (see :mod:`structgen.frontends.json_schema.property_order`) compiles objects to grammars
 that are exact *modulo duplicate keys*; this wrapper removes the duplicates.  It follows the JSON
 structure of the accepted bytes -- open containers, whether a ``"`` starts a key or a value,
 string escapes -- and keeps, per open object, the *decoded* keys it holds (``"\\u0061"`` and

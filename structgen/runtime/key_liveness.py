@@ -1,7 +1,7 @@
 """LiveKeys: the key guard's liveness check for objects whose members repeat over a closed key set.
 
 Under ``property_order="any"`` an object too large for the subset form repeats its members (see
-:mod:`structgen.spec.property_order`), and the key guard drops tokens that complete a used key.
+:mod:`structgen.frontends.json_schema.property_order`), and the key guard drops tokens that complete a used key.
 That alone could let a model start a key that only used keys complete -- ``{"name": 1, "na``
 when no unused key starts with ``na`` -- or write a comma when every key is used.  With
 ``SchemaReport.live_keys`` the guard also refuses such tokens.

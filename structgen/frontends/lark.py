@@ -16,9 +16,9 @@ import re
 import threading
 
 from ..errors import GrammarError, RegexError, Unsupported
-from . import diskcache
-from .grammar import CFG, literal_terminal
-from .terminals import regex_to_ir
+from ..cfg import diskcache
+from ..cfg.grammar import CFG, literal_terminal
+from ..cfg.terminals import regex_to_ir
 
 
 def _line_col_of(text: str, name: str, definition: bool = False):

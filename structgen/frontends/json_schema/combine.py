@@ -46,9 +46,9 @@ from __future__ import annotations
 from structgen.automaton import ir
 from structgen.errors import SchemaError
 
-from . import json_numbers
-from . import json_schema as js
-from .json_strings import encode
+from . import numbers as json_numbers
+from . import regular as js
+from .strings import encode
 
 T = ("T",)
 F = ("F",)
@@ -555,7 +555,7 @@ class Combiner:
         not_declared = ir.Not(ir.alt(*[ir.literal(k) if k else ir.EMPTY for k in keys])) if keys else None
         for mask in range(1 << len(patterns)):
             if not patterns:
-                from .json_schema_cfg import other_keys_node
+                from .cfg import other_keys_node
                 key_ir = other_keys_node(keys) if keys else rc.key_node()
                 if key_ir is None:
                     key_ir = ir.seq(ir.literal('"'), encode(ir.And((js._ANY_STAR, not_declared)), "key"),

@@ -3,7 +3,7 @@
 Why: one DFA per schema blows up (optional properties in declared order, free-form values nested
 ``any_depth`` deep, recursion unrolled).  Here the *structure* of a schema becomes rules and only
 its *leaves* become regular terminals, compiled by the regular compiler
-(:class:`structgen.spec.json_schema._Compiler`), so every leaf keeps its exact language.
+(:class:`structgen.frontends.json_schema.regular._Compiler`), so every leaf keeps its exact language.
 
 What becomes what:
 - terminals: strings / numbers / booleans / null with all their keywords, ``enum``/``const``, keys,
@@ -50,8 +50,8 @@ from structgen.automaton.build import on_clear
 from structgen.cfg.grammar import CFG, trim
 from structgen.errors import GrammarError, LimitExceeded, SchemaError, Unsupported
 
-from . import json_schema as js
-from .json_strings import encode
+from . import regular as js
+from .strings import encode
 
 #: keywords whose meaning needs intersection/complement of whole values: compiled the regular way
 _REGULAR_ONLY = ("not", "if", "dependentSchemas", "dependencies", "dependentRequired", "contains",
@@ -151,7 +151,7 @@ def _key_char():
         import numpy as np
 
         from structgen.automaton.build import build_dfa
-        from .json_strings import encode_charset
+        from .strings import encode_charset
 
         a = build_dfa(encode_charset(ir.ANY_CHAR, "key"))
         t = np.asarray(a.transitions)[:, np.asarray(a.byte_class)].astype(np.int32)  # [nA, 256]
@@ -176,7 +176,7 @@ def other_keys_node(declared) -> ir.Node | None:
 
     from structgen.automaton.build import embedded
     from structgen.automaton.minimize import canonical_dfa
-    from .json_strings import _SURROGATE, _gadget
+    from .strings import _SURROGATE, _gadget
 
     kc = _key_char()
     if kc is None:
@@ -446,7 +446,7 @@ class CfgSchemaCompiler:
                                draft=draft, time_limit=time_limit, max_states=max_states, recursion="error",
                                extra_properties="anywhere", property_order=property_order,
                                any_order_limit=any_order_limit, **regular_options)
-        self.any_order = self.rc.any_order      # members in any order (see structgen.spec.property_order)
+        self.any_order = self.rc.any_order      # members in any order (see structgen.frontends.json_schema.property_order)
         self.any_order_limit = int(any_order_limit)
         self.rc.max_string_length = int(max_string_length)
         self.root = root
@@ -580,7 +580,7 @@ class CfgSchemaCompiler:
         """``s`` through :mod:`.json_schema_combine` (Boolean combinations of sub-schemas as
         grammar rules, objects and arrays as automata over members / elements); where that does
         not apply, the regular way (:meth:`_regular`).  A failed attempt leaves nothing behind."""
-        from .json_schema_combine import Combiner, Fallback
+        from .combine import Combiner, Fallback
 
         if self._combiner is None:
             self._combiner = Combiner(self)
@@ -940,7 +940,7 @@ class CfgSchemaCompiler:
         """The object rules for members in this order (see the module docstring).
 
         ``order="repeat"`` / ``"subset"`` (``property_order="any"``, see
-        :mod:`structgen.spec.property_order`): members in any order, exact modulo duplicate keys.
+        :mod:`structgen.frontends.json_schema.property_order`): members in any order, exact modulo duplicate keys.
         "repeat": ``F_c -> O G_c | R G_{c+1}``, ``G_c -> "," F_c | ε (c = r)`` with ``c`` the
         number of required members so far (O: optional and extra members, R: required ones);
         "subset": ``F_U -> m_i G_{U+i} (i not in U) | X G_U``, ``G_U -> "," F_U | ε (U holds
@@ -1304,7 +1304,7 @@ def compile_json_schema_cfg(schema, **options) -> js.SchemaReport:
     ``report.truncated``), ``max_floating_permutations=3`` (required keys that ``properties`` does
     not place -- from ``required`` alone, ``dependentRequired``, ``oneOf`` of ``required`` -- may
     come in any order when there are at most this many) and the
-    leaf options of :func:`structgen.spec.json_schema.compile_json_schema` (``any_depth``,
+    leaf options of :func:`structgen.frontends.json_schema.regular.compile_json_schema` (``any_depth``,
     ``unique_items_limit``, ...; ``any_depth`` only bounds free-form values *inside* a regular
     leaf, e.g. under ``not``).
     """

@@ -57,8 +57,8 @@ def compile_with(engine: str, schema, *, dfa_max_states: int = DFA_MAX_STATES,
     """``(engine used, SchemaReport)`` for ``engine`` in ``"auto"|"dfa"|"cfg"``.  With "dfa" (and
     when auto picks it) ``report.grammar`` may be an ``ir.Embed`` of the built DFA.
     ``dfa_work_budget`` (cells) overrides the work budget of auto's DFA attempt."""
-    from .json_schema import compile_json_schema, for_declared_draft
-    from .json_schema_cfg import CfgSchemaCompiler, compile_json_schema_cfg
+    from .regular import compile_json_schema, for_declared_draft
+    from .cfg import CfgSchemaCompiler, compile_json_schema_cfg
 
     schema = for_declared_draft(schema)
 
@@ -105,7 +105,7 @@ def _small_dfa(schema, max_states: int, work: int, options: dict, leaf_states: i
     ``max_states`` by default -- and ``work`` cells of construction work)."""
     from structgen.automaton.build import build_dfa, work_budget
 
-    from .json_schema import compile_json_schema
+    from .regular import compile_json_schema
 
     opts = dict(options, max_states=10 * max_states if leaf_states is None else leaf_states)
     try:

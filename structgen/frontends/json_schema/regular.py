@@ -53,8 +53,9 @@ from structgen.automaton import ir
 from structgen.automaton.build import on_clear
 from structgen.errors import LimitExceeded, SchemaError, Unsupported
 
-from . import json_formats, json_numbers
-from .json_strings import encode, encode_charset, literal_set_node
+from . import formats as json_formats
+from . import numbers as json_numbers
+from .strings import encode, encode_charset, literal_set_node
 from .property_order import check_order
 
 # keywords that only annotate (or that we handle through their parents)
@@ -1154,7 +1155,7 @@ _ANY_STAR = ir.Repeat(ir.ANY_CHAR, 0, None)
 def pattern_search_ir(pattern: str, ptr: str = "") -> ir.Node:
     """Decoded-text IR of the strings in which ``pattern`` (ECMA-262 syntax) finds a match."""
     from structgen.errors import RegexError
-    from .regex import parse_regex
+    from ..regex import parse_regex
 
     try:
         return parse_regex(pattern, syntax="ecma", anchored=False)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ..automaton import ir
 from ..errors import GrammarError
-from .grammar import CFG
+from ..cfg.grammar import CFG
 
 
 class _P:
