@@ -13,7 +13,7 @@ from .errors import (GrammarError, LimitExceeded, RegexError, SchemaError, Struc
 from .vocab import Vocabulary
 from .grammar import Grammar
 from .compiler import CompiledGrammar, compile
-from .runtime.matcher import Matcher, TokenDFAMatcher, fill_bitmasks
+from .runtime import ByteStateView, Matcher, Snapshot, TokenDFAMatcher, fill_bitmasks
 from .kernels.bitmask import allocate_bitmask, apply_bitmask_, bitmask_to_ids, unpack_bitmask
 from .index.token_dfa import TokenDFA, DeviceTokenDFA
 from . import grammars
@@ -22,7 +22,7 @@ from .api import GenerationError, GenerationResult, Generator, function, generat
 __version__ = "0.1.0"
 
 __all__ = [
-    "Vocabulary", "Grammar", "compile", "CompiledGrammar", "Matcher", "TokenDFAMatcher", "TokenDFA",
+    "Vocabulary", "Grammar", "compile", "CompiledGrammar", "Matcher", "Snapshot", "ByteStateView", "TokenDFAMatcher", "TokenDFA",
     "DeviceTokenDFA", "allocate_bitmask", "apply_bitmask_", "bitmask_to_ids", "unpack_bitmask",
     "fill_bitmasks", "StructgenError", "RegexError", "SchemaError", "GrammarError", "Unsupported",
     "LimitExceeded", "VocabularyError",

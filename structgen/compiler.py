@@ -11,7 +11,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from .grammar import Grammar
+from .runtime.key_guard import KeyGuardMatcher
 from .runtime.matcher import TokenDFAMatcher
+from .runtime.protocol import Matcher
 
 _CACHE: "OrderedDict[tuple, CompiledGrammar]" = OrderedDict()
 CACHE_SIZE = 64
@@ -47,13 +49,11 @@ class CompiledGrammar:
     def is_regular(self) -> bool:
         return self.token_dfa is not None
 
-    def matcher(self):
-        """A fresh :class:`~structgen.runtime.Matcher` at the start of the constraint."""
+    def matcher(self) -> Matcher:
+        """A fresh :class:`~structgen.Matcher` at the start of the constraint."""
         m = TokenDFAMatcher(self.token_dfa) if self.token_dfa is not None else self.engine.matcher()
         if getattr(self.grammar.report, "unique_keys", False):
             # property_order="any": the grammar is exact modulo duplicate keys; the guard rejects those
-            from .runtime.key_guard import KeyGuardMatcher
-
             m = KeyGuardMatcher(m, self.vocab, live_keys=getattr(self.grammar.report, "live_keys", False))
         return m
 

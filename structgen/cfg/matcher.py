@@ -1,10 +1,16 @@
 """CFGMatcher: the per-sequence cursor of the grammar engine (the Matcher contract).
 
 State: the Earley chart (append-only sets, see :mod:`structgen.cfg.earley`), the
-frontier of lexemes in progress and the accepting flag.  Every accepted token
-pushes ``(n_sets, frontier, acc)`` on a history stack, so ``rollback(n)`` is
-exact (truncate the chart, restore the frontier) and costs O(n).  ``fork()``
-copies the used part of the chart (a few KB).
+frontier of lexemes in progress and the accepting flag.  Every step is a node of a
+history tree (:mod:`structgen.runtime.history`) holding ``(n_sets, frontier, acc,
+terminated)`` and the bytes it consumed, so ``rollback(n)`` is exact (truncate the
+chart, restore the frontier) and costs O(n), and a snapshot is that node.  Kernels
+write only past the committed sets, so the chart below ``n_sets`` always belongs to the
+current point: ``restore`` to a point on another branch replays the bytes from the
+node both share.  ``fork()`` copies the used part of the chart (a few KB).
+
+Also a :class:`~structgen.runtime.protocol.ByteStateView`: the automaton is the union
+of the lexer DFAs, the states those of the frontier's lexemes.
 """
 from __future__ import annotations
 
@@ -12,18 +18,24 @@ import numpy as np
 
 from ..errors import LimitExceeded
 from ..kernels.bitmask import set_bits
-from ..runtime.matcher import Matcher, _tokenize_exact, write_row
+from ..runtime import history as hist
+from ..runtime.batch import write_row
+from ..runtime.protocol import ByteStateView, Matcher, Snapshot
 from . import earley
 from . import mask as mk
 
 
-class CFGMatcher(Matcher):
-    """Matcher over a :class:`~structgen.cfg.engine.CompiledCFG`."""
+_IDENTITY = np.arange(256, dtype=np.int64)  # the lexer DFAs have no byte classes
+_NO_STATES = np.zeros(0, np.int64)
 
-    MASK_WORDS_FRESH = True  # mask_words() returns a new array (a wrapper may modify it)
+
+class CFGMatcher(Matcher, ByteStateView):
+    """Matcher over a :class:`~structgen.cfg.engine.CompiledCFG`."""
 
     def __init__(self, engine, _empty: bool = False):
         self.engine = engine
+        self._lineage = object()  # shared by forks: whose snapshots restore here
+        self._lex_states = None   # (frontier, its lexer states), see byte_states
         self._items = None
         tb = engine.tables
         self._mark = np.zeros(2 * max(tb.n_dr, 1), np.int64)  # see earley._add_item
@@ -61,11 +73,19 @@ class CFGMatcher(Matcher):
                 break
             self._items = np.empty((self._items.shape[0] * 4, 2), np.int32)
             front = np.empty((front.shape[0] * 4, 2), np.int32)
-        self._n_sets = 1
-        self._front = front[:nf].copy()
-        self._acc = bool(acc)
-        self._terminated = False
-        self._history: list = []
+        self._set_point(hist.root((1, front[:nf].copy(), bool(acc), False)))
+
+    @property
+    def vocab(self):
+        return self.engine.vocab
+
+    def _set_point(self, node) -> None:
+        """Make ``node`` the current point (its chart sets must be in the chart)."""
+        self._node = node
+        self._n_sets, self._front, self._acc, self._terminated = node.state
+
+    def _push(self, data, n_sets, front, acc, terminated=False) -> None:
+        self._set_point(self._node.child((n_sets, front, acc, terminated), data))
 
     def _grow(self):
         n_items = int(self._set_off[self._n_sets])
@@ -89,11 +109,8 @@ class CFGMatcher(Matcher):
         m._items = np.empty_like(self._items)
         m._items[:n_items] = self._items[:n_items]
         m._set_off = self._set_off.copy()
-        m._n_sets = self._n_sets
-        m._front = self._front
-        m._acc = self._acc
-        m._terminated = self._terminated
-        m._history = list(self._history)
+        m._lineage = self._lineage
+        m._set_point(self._node)
         return m
 
     def _step(self, data: np.ndarray):
@@ -119,8 +136,7 @@ class CFGMatcher(Matcher):
         if token in e._eos_set:
             if not self._acc:
                 return False
-            self._history.append((self._n_sets, self._front, self._acc, False))
-            self._terminated = True
+            self._push(None, self._n_sets, self._front, self._acc, True)
             return True
         v = e.vocab
         if not 0 <= token < v.logits_width or not v.is_normal[token]:
@@ -129,31 +145,63 @@ class CFGMatcher(Matcher):
         st, ns, front, acc = self._step(data)
         if st != 1:
             return False
-        self._history.append((self._n_sets, self._front, self._acc, False))
-        self._n_sets, self._front, self._acc = ns, front, acc
+        self._push(data, ns, front, acc)
         return True
 
     def advance_bytes(self, data: bytes) -> bool:
-        """Consume raw bytes (no token boundary implied); False leaves the state unchanged."""
         if self._terminated:
             return False
-        st, ns, front, acc = self._step(np.frombuffer(bytes(data), np.uint8))
+        data = np.frombuffer(bytes(data), np.uint8)
+        st, ns, front, acc = self._step(data)
         if st != 1:
             return False
-        self._history.append((self._n_sets, self._front, self._acc, False))
-        self._n_sets, self._front, self._acc = ns, front, acc
+        self._push(data, ns, front, acc)
         return True
 
     def rollback(self, n: int = 1) -> None:
-        if n < 0 or n > len(self._history):
-            raise ValueError(f"cannot roll back {n} tokens; {len(self._history)} were accepted")
+        if n < 0 or n > self._node.depth:
+            raise ValueError(f"cannot roll back {n} tokens; {self._node.depth} were accepted")
         if n:
-            self._n_sets, self._front, self._acc, _ = self._history[-n]
-            self._terminated = False
-            del self._history[-n:]
+            self._set_point(hist.ancestor(self._node, n))
 
     def accepted_tokens(self) -> int:
-        return len(self._history)
+        return self._node.depth
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(self._lineage, (self._node,))
+
+    def restore(self, snapshot: Snapshot) -> None:
+        if not isinstance(snapshot, Snapshot) or snapshot.lineage is not self._lineage:
+            raise ValueError("restore() takes a snapshot of this matcher or of one forked from the same start")
+        target = snapshot.point[0]
+        shared, path = hist.path_from_shared(self._node, target)
+        self._set_point(shared)
+        for node in path:  # rewrite the chart sets of the target's branch
+            if node.data is not None and self._step(node.data)[0] != 1:
+                raise AssertionError("internal error: the grammar refused bytes it accepted before")
+            self._set_point(node)
+
+    # ------------------------------------------------------------------ ByteStateView
+    def byte_automaton(self):
+        tb = self.engine.tables
+        return tb.trans, _IDENTITY, tb.gacc
+
+    def byte_states(self) -> np.ndarray:
+        if self._terminated:
+            return _NO_STATES
+        front = self._front
+        hit = self._lex_states
+        if hit is None or hit[0] is not front:  # the frontier's lexer states, once per point
+            hit = self._lex_states = (front, np.unique(front[:, 0]).astype(np.int64))
+        return hit[1]
+
+    def byte_states_after(self, data: bytes):
+        if self._terminated:
+            return None
+        if not data:
+            return self.byte_states()
+        st, _, front, _ = self._step(np.frombuffer(bytes(data), np.uint8))
+        return np.unique(front[:, 0]).astype(np.int64) if st == 1 else None
 
     def is_accepting(self) -> bool:
         return self._acc and not self._terminated
@@ -232,11 +280,6 @@ class CFGMatcher(Matcher):
     def fill_bitmask(self, bitmask, row: int = 0) -> None:
         write_row(bitmask, row, self.mask_words().view(np.int32))
 
-    def allowed_tokens(self) -> np.ndarray:
-        w = self.mask_words()
-        bits = np.unpackbits(w.view(np.uint8), bitorder="little")
-        return np.flatnonzero(bits[:self.engine.vocab.logits_width])
-
     # ------------------------------------------------------------------ forced text
     def forced_bytes(self, limit: int = 256) -> bytes:
         """Bytes every continuation must start with (stops where EOS or a choice is possible).
@@ -274,52 +317,9 @@ class CFGMatcher(Matcher):
             m.advance_bytes(bytes([only]))
         return bytes(out)
 
-    def forced_tokens(self, max_back_off: int = 4) -> list:
-        if self._terminated:
-            return []
-        forced = self.forced_bytes()
-        try:
-            forced.decode("utf-8")
-        except UnicodeDecodeError as err:
-            forced = forced[:err.start]
-        if not forced:
-            return []
-        v = self.engine.vocab
-        tokens = _tokenize_exact(v, forced)
-        if not tokens:
-            return []
-        m = self.fork()
-        offsets = np.cumsum([0] + [len(v.token_bytes(x)) for x in tokens])
-        ok = m.advance_many(tokens)
-        if ok != len(tokens):
-            return []
-        keep = len(tokens)
-        for k in range(len(tokens) - 1, max(len(tokens) - max_back_off, 0) - 1, -1):
-            m.rollback(1)
-            if _crosses(m, v, forced[offsets[k]:]):
-                keep = k
-        return tokens[:keep]
-
     def __repr__(self) -> str:
         return (f"CFGMatcher(sets={self._n_sets}, frontier={self._front.shape[0]}, accepting={self._acc}, "
-                f"tokens={len(self._history)})")
-
-
-def _crosses(m: CFGMatcher, v, rest: bytes) -> bool:
-    """True when an allowed token starts with ``rest`` and runs past its end."""
-    trie = v.trie
-    node = 0
-    for b in rest:
-        found = trie.child(node, b)
-        if found < 0:
-            return False
-        node = found
-    lo, hi = trie.tok_ptr[node + 1], trie.tok_ptr[trie.node_end[node]]
-    if hi <= lo:
-        return False
-    ids = trie.tok_ids[lo:hi]
-    w = m.mask_words()
-    return bool(((w[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1).any())
+                f"tokens={self._node.depth})")
 
 
 def _stamped(n: int):

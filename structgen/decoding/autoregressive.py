@@ -1,7 +1,9 @@
 """Batched autoregressive decoding under constraints, with a KV cache and fast-forward.
 
-One loop serves every constraint kind (it only talks to :class:`~structgen.Matcher`)
-and unconstrained rows (matcher ``None``).  Per step:
+One loop serves every constraint kind and unconstrained rows (matcher ``None``).  It
+talks to a matcher only through the :class:`~structgen.Matcher` protocol (``fill_bitmask``,
+``advance``, ``advance_many``, ``advance_bytes``, ``rollback``, ``forced_tokens``,
+``is_terminated``), so any implementation of it works here.  Per step:
 
 1. *Masks first.*  A row's mask depends only on its matcher, which has already
    consumed every token the row will feed, so masks are filled before the forward
@@ -21,7 +23,9 @@ and unconstrained rows (matcher ``None``).  Per step:
 
 Token healing (algorithms.md §9): the caller drops the prompt's last token and
 passes its bytes as ``heal``; the first sampled token must start with them, and
-the rest of its bytes must be a valid start of the constrained output.
+the rest of its bytes must be a valid start of the constrained output (checked with
+``advance_bytes`` and ``rollback``; the sampled token's rest is then fed with
+``advance_bytes``, one step).
 
 ``decode_steps`` is a generator yielding after each step, which streaming uses;
 ``decode`` runs it to the end.
@@ -37,6 +41,7 @@ import torch
 
 from ..errors import StructgenError
 from ..kernels.bitmask import allocate_bitmask, apply_bitmask_, bitmask_words, set_bits
+from ..runtime.protocol import Matcher
 
 __all__ = ["Row", "DecodeStats", "decode", "decode_steps", "sample", "advance_bytes"]
 
@@ -46,7 +51,7 @@ class Row:
     """One sequence of the batch: its inputs, constraint cursor and what it produced."""
 
     prompt_ids: list[int]
-    matcher: object = None          # a Matcher, or None for unconstrained
+    matcher: Matcher | None = None   # None: unconstrained
     heal: bytes = b""                # bytes the first token must start with (token healing)
     output_ids: list[int] = field(default_factory=list)   # generated tokens, EOS excluded
     finish_reason: str | None = None  # "stop" (EOS / constraint complete) or "length"
@@ -97,26 +102,23 @@ def sample(logits: torch.Tensor, temperature: float = 0.0, top_k: int = 0, top_p
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
-def advance_bytes(matcher, data: bytes):
+def advance_bytes(matcher: Matcher, data: bytes) -> Matcher | None:
     """A fork of ``matcher`` advanced through raw ``data`` (not token-aligned), or None
-    when ``data`` cannot start a valid continuation.  Used by token healing."""
+    when ``data`` cannot start a valid continuation."""
     m = matcher.fork()
     if not data:
         return m
-    if hasattr(m, "advance_bytes"):
-        return m if m.advance_bytes(data) else None
-    tdfa = getattr(m, "_tdfa", None)
-    if tdfa is None:
-        raise StructgenError(f"token healing needs a matcher that accepts raw bytes; {type(m).__name__} does not")
-    s = int(m.state)
-    if s < 0:
-        return None
-    s = tdfa.dfa.walk(data, s)
-    if s < 0 or not tdfa.state_is_live(s):
-        return None
-    out = type(m)(tdfa, s)
-    out._history = list(m._history)
-    return out
+    return m if m.advance_bytes(data) else None
+
+
+def _takes_bytes(matcher: Matcher, data: bytes) -> bool:
+    """Whether ``matcher`` accepts the raw bytes ``data`` now (its point unchanged)."""
+    if not data:
+        return True
+    if not matcher.advance_bytes(data):
+        return False
+    matcher.rollback(1)
+    return True
 
 
 def _tokens_starting_with(vocab, prefix: bytes) -> np.ndarray:
@@ -183,21 +185,18 @@ def decode_steps(model, rows: list[Row], vocab, *, max_new_tokens: int = 256, te
     bitmask = allocate_bitmask(n, width)
     eos_row = torch.zeros(bitmask_words(width), dtype=torch.int32)
     _set_bits(eos_row, eos)
-    healing = {}   # row -> {token: matcher after it}
+    healing = {}   # row -> {token: the bytes of it after the healed prefix}
     for i, r in enumerate(rows):
         r._pending = list(r.prompt_ids)
         if not r._pending:
             raise ValueError(f"prompt {i} is empty: a causal LM needs at least one token to condition on")
         if r.heal:
             cand = _tokens_starting_with(vocab, r.heal)
+            rests = {int(t): vocab.token_bytes(int(t))[len(r.heal):] for t in cand.tolist()}
             if r.matcher is None:
-                healing[i] = {int(t): None for t in cand}
+                healing[i] = rests
             else:
-                table = {}
-                for t in cand.tolist():
-                    nm = advance_bytes(r.matcher, vocab.token_bytes(t)[len(r.heal):])
-                    if nm is not None:
-                        table[t] = nm
+                table = {t: rest for t, rest in rests.items() if _takes_bytes(r.matcher, rest)}
                 if not table:
                     raise StructgenError(f"token healing: no token starts with the prompt's last bytes "
                                          f"{r.heal!r} and continues into the constraint")
@@ -296,10 +295,10 @@ def decode_steps(model, rows: list[Row], vocab, *, max_new_tokens: int = 256, te
             if log_z is not None and i in log_z:
                 r.log_kept_mass.append(float(log_z[i]))
             if i in healing:
-                nm = healing.pop(i)[tok]
+                rest = healing.pop(i)[tok]
                 r.healed_prefix_len = len(r.heal)
-                if nm is not None:
-                    r.matcher = nm
+                if r.matcher is not None and rest and not r.matcher.advance_bytes(rest):
+                    raise StructgenError(f"internal error: the matcher rejected the healed token {tok} (row {i})")
                 new = [tok]
             elif tok in eos_set:
                 if r.matcher is not None and not r.matcher.advance(tok):

@@ -182,6 +182,22 @@ class TokenDFA:
             s, n = ns, n + 1
         return n, s
 
+    def walk_bytes(self, state: int, data: bytes) -> int:
+        """State after the raw bytes ``data`` from ``state`` (no token boundary implied), or
+        -1 when the DFA dies or the state reached cannot be completed by tokens."""
+        s = self.dfa.walk(data, state) if data else state
+        return int(s) if s >= 0 and self.state_is_live(s) else -1
+
+    def byte_automaton(self):
+        """``(transitions, byte_class (int64), zeros (uint8))`` of the byte DFA, made once:
+        the automaton a matcher's byte states refer to (no lexeme ends inside one DFA)."""
+        hit = getattr(self, "_byte_automaton", None)
+        if hit is None:
+            d = self.dfa
+            hit = self._byte_automaton = (np.ascontiguousarray(d.transitions), np.asarray(d.byte_class, np.int64),
+                                          np.zeros(d.transitions.shape[0], np.uint8))
+        return hit
+
     def is_accepting(self, state: int) -> bool:
         return bool(self._accepting[state])
 

@@ -7,7 +7,9 @@ processor never assumes a call order.  For each row it keeps a matcher and the
 tokens that matcher consumed; on every call it rolls back to the longest common
 prefix with the row's generated tokens and advances through the rest.  The
 generated part of a row starts at the prompt length, taken from the first call
-(or given).
+(or given).  Matchers are used only through the :class:`~structgen.Matcher`
+protocol (``advance``, ``rollback``, ``fill_bitmask``), so ``compiled`` may be any
+object with ``matcher()`` and ``vocab``.
 """
 from __future__ import annotations
 

@@ -32,8 +32,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .key_guard import (_DEPTH, _ESC, _HDR, _HIGH, _KEY_STR, _KLEN, _MODE, _NKEYS, _OBJ, _STRUCT, _VALUE_STR, OK,
-                        feed)
+from .json_tracker import DEPTH, ESC, HDR, HIGH, KEY_STR, KLEN, MODE, NKEYS, OBJ, OK, STRUCT, VALUE_STR, Tracker, \
+    feed
 
 _QUOTE = 0x22
 _UNCHECKED = frozenset(b"\\{}[]")  # a token with one of these bytes is never checked
@@ -308,7 +308,7 @@ def _with_key(kdata, koff, kp_data, lo, n):
 
 
 #: the starting points of the landing tables: (mode, object frame state)
-_STARTS = ((_STRUCT, 0), (_STRUCT, 1), (_STRUCT, 2), (_VALUE_STR, 2), (_KEY_STR, 0))
+_STARTS = ((STRUCT, 0), (STRUCT, 1), (STRUCT, 2), (VALUE_STR, 2), (KEY_STR, 0))
 
 
 @njit(cache=True, nogil=True)
@@ -325,7 +325,7 @@ def landing_table(tdata, toff, toks, mode, fstate):
     poff = np.empty(n, np.int64)
     klo = np.empty(n, np.int64)
     khi = np.empty(n, np.int64)
-    hdr = np.zeros(_HDR, np.int64)
+    hdr = np.zeros(HDR, np.int64)
     frames = np.zeros((2, 3), np.int64)
     kbuf = np.zeros(4096, np.uint8)
     kp_off = np.zeros(4, np.int64)
@@ -336,25 +336,25 @@ def landing_table(tdata, toff, toks, mode, fstate):
     m = 0
     for i in range(n):
         t = toks[i]
-        for j in range(_HDR):
+        for j in range(HDR):
             hdr[j] = 0
-        hdr[_DEPTH] = 1
-        hdr[_MODE] = mode
-        frames[0, 0] = _OBJ
+        hdr[DEPTH] = 1
+        hdr[MODE] = mode
+        frames[0, 0] = OBJ
         frames[0, 1] = fstate
         frames[0, 2] = -1
         lo, hi = toff[t], toff[t + 1]
         if feed(tdata, lo, hi, hdr, frames, kbuf, kp_off, kp_len, kp_prev, kp_hash, kp_data) != OK:
             continue
-        if hdr[_DEPTH] != 1 or hdr[_NKEYS] > 1:
+        if hdr[DEPTH] != 1 or hdr[NKEYS] > 1:
             continue
-        if hdr[_MODE] == _KEY_STR:
+        if hdr[MODE] == KEY_STR:
             kind[m] = 1
-        elif hdr[_MODE] == _STRUCT and frames[0, 1] == 0:
+        elif hdr[MODE] == STRUCT and frames[0, 1] == 0:
             kind[m] = 0
         else:
             continue
-        if mode == _KEY_STR and hdr[_NKEYS] == 0:
+        if mode == KEY_STR and hdr[NKEYS] == 0:
             continue  # still the same key: the key pieces (prune_in_key)
         q = hi - 1
         while q >= lo and tdata[q] != _QUOTE:
@@ -362,9 +362,9 @@ def landing_table(tdata, toff, toks, mode, fstate):
         poff[m] = q + 1 - lo if kind[m] == 1 else hi - lo
         klo[m] = -1
         khi[m] = -1
-        if hdr[_NKEYS] == 1:  # the completed key: before the first quote (from inside a key),
+        if hdr[NKEYS] == 1:  # the completed key: before the first quote (from inside a key),
             a = lo           # else between the first two quotes
-            if mode != _KEY_STR:
+            if mode != KEY_STR:
                 while tdata[a] != _QUOTE:
                     a += 1
                 a += 1
@@ -501,51 +501,10 @@ def _cycle_memo(trans):
     return hit[1:]
 
 
-_IDENTITY = np.arange(256, dtype=np.int64)
-_DFAS: dict = {}
-
-
-def byte_automaton(inner):
-    """``(trans, bc, acc)``: the byte automaton behind ``inner`` (see :func:`prefix_dead`)."""
-    tdfa = getattr(inner, "_tdfa", None)
-    if tdfa is not None:  # a TokenDFAMatcher: its trimmed byte DFA (-1 = no way to accept)
-        d = tdfa.dfa
-        hit = _DFAS.get(id(d))
-        if hit is None or hit[0] is not d:
-            hit = (d, np.ascontiguousarray(d.transitions), np.asarray(d.byte_class, np.int64),
-                   np.zeros(d.transitions.shape[0], np.uint8))  # no lexeme ends in a DFA
-            if len(_DFAS) > 64:
-                _DFAS.clear()
-            _DFAS[id(d)] = hit
-        return hit[1:]
-    tb = inner.engine.tables
-    return tb.trans, _IDENTITY, tb.gacc
-
-
-def current_states(inner) -> np.ndarray:
-    """The automaton states of ``inner`` now."""
-    tdfa = getattr(inner, "_tdfa", None)
-    if tdfa is not None:
-        s = int(inner.state)
-        return np.array([s] if s >= 0 else [], np.int64)
-    front = inner._front
-    hit = getattr(inner, "_lex_states", None)
-    if hit is None or hit[0] is not front:  # the frontier's lexer states, once per position
-        hit = inner._lex_states = (front, np.unique(front[:, 0]).astype(np.int64))
-    return hit[1]
-
-
 def states_after(inner, data: bytes):
-    """The automaton states of ``inner`` after the raw bytes ``data`` (its own state is left as
-    it is), or None when the grammar refuses them."""
-    tdfa = getattr(inner, "_tdfa", None)
-    if tdfa is not None:
-        s = tdfa.dfa.walk(data, int(inner.state)) if data else int(inner.state)
-        return np.array([s], np.int64) if s >= 0 else None
-    if not data:
-        return current_states(inner)
-    st, _, front, _ = inner._step(np.frombuffer(data, np.uint8))
-    return np.unique(front[:, 0]).astype(np.int64) if st == 1 else None
+    """The byte states of ``inner`` after the raw bytes ``data`` (its point unchanged), or None
+    when the grammar refuses them (:class:`~structgen.runtime.protocol.ByteStateView`)."""
+    return inner.byte_states_after(data) if data else inner.byte_states()
 
 
 _LAYOUTS = (b'"', b' "', b'\n"', b'\r\n"', b'\t"')
@@ -568,32 +527,35 @@ def key_start_states(inner, data: bytes):
 
 class LiveKeys:
     """The liveness check of one :class:`~structgen.runtime.key_guard.KeyGuardMatcher`
-    (its state: per-object key lists and key-start automaton states, dropped on rollback)."""
+    (its state: per-object key lists and key-start automaton states, dropped on rollback).
 
-    def __init__(self, guard, memo=None):
-        self.g = guard
-        self.tables = vocab_tables(guard.vocab)
+    ``inner`` is the guard's inner matcher, seen only through
+    :class:`~structgen.runtime.protocol.ByteStateView`; the guard passes its tracker and its
+    position (steps accepted) to every call."""
+
+    def __init__(self, inner, vocab, memo=None):
+        self.inner = inner
+        self.vocab = vocab
+        self.tables = vocab_tables(vocab)
         self.memo: dict = {} if memo is None else memo
         self._auto = None  # (trans, bc, acc, cycle memo, byte masks, scratch, scratch), on first use
 
     def _automaton(self):
         if self._auto is None:
-            trans, bc, acc = byte_automaton(self.g.inner)
+            trans, bc, acc = self.inner.byte_automaton()
             self._auto = (trans, bc, acc, *_cycle_memo(trans))
         return self._auto
 
-    def fork(self, guard) -> "LiveKeys":
-        return LiveKeys(guard, dict(self.memo))
+    def fork(self, inner) -> "LiveKeys":
+        return LiveKeys(inner, self.vocab, dict(self.memo))
 
     def clear(self) -> None:
         self.memo.clear()
 
-    def rolled_back(self) -> None:
-        """Drop what named keys or positions past the guard's restored state (pool indices and
-        positions are reused from there on)."""
-        nkeys = int(self.g._tr.hdr[_NKEYS])
-
-        pos = len(self.g._history)
+    def rolled_back(self, nkeys: int, pos: int) -> None:
+        """Drop what named pool keys ``>= nkeys`` or positions ``>= pos`` (the guard went back
+        to a point with ``nkeys`` recorded keys after ``pos`` steps: pool indices and positions
+        are reused from there on)."""
 
         def valid(k, v):
             if k[0] == "R0":
@@ -609,13 +571,12 @@ class LiveKeys:
             del self.memo[k]
 
     # ------------------------------------------------------------------ used keys
-    def _keys(self, head: int, extra=None):
+    def _keys(self, tr: Tracker, head: int, extra=None):
         """``(kdata, koff)``: the keys of the object whose newest key is ``head`` (pool index;
         -1: none) plus ``extra``, sorted."""
         k = ("K", head, extra)
         hit = self.memo.get(k)
         if hit is None:
-            tr = self.g._tr
             keys, e = [], head
             while e >= 0:
                 o = int(tr.kp_off[e])
@@ -630,14 +591,14 @@ class LiveKeys:
             hit = self.memo[k] = (kdata, koff)
         return hit
 
-    def _tail(self, head: int) -> int:
+    def _tail(self, tr: Tracker, head: int) -> int:
         """The pool index of the first key of the object whose newest key is ``head``: it names
         the object for as long as the object is open."""
         k = ("T", head)
         hit = self.memo.get(k)
         if hit is None:
-            prev = int(self.g._tr.kp_prev[head])
-            hit = self.memo[k] = head if prev < 0 else self._tail(prev)
+            prev = int(tr.kp_prev[head])
+            hit = self.memo[k] = head if prev < 0 else self._tail(tr, prev)
         return hit
 
     def _root(self, k, make, newest: int):
@@ -652,9 +613,9 @@ class LiveKeys:
             hit = self.memo[k] = (found, newest)
         return hit[0]
 
-    def _known_root(self, d: int, head: int):
+    def _known_root(self, tr: Tracker, d: int, head: int):
         """The object's key-start states if found already (inside a key: never searched)."""
-        hit = self.memo.get(("R", d, self._tail(head))) if head >= 0 else None
+        hit = self.memo.get(("R", d, self._tail(tr, head))) if head >= 0 else None
         return None if hit is None else hit[0]
 
     def _dead(self, inner_states, prefix: bytes, kdata, koff) -> bool:
@@ -664,99 +625,97 @@ class LiveKeys:
                                 kdata, koff, ss, sb))
 
     # ------------------------------------------------------------------ advance
-    def refuses(self, pre, data) -> bool:
-        """Whether the token (or bytes) ``data`` just accepted from tracker snapshot ``pre``
-        must be refused (the inner matcher and the tracker are already past it)."""
+    def refuses(self, tr: Tracker, pos: int, pre, data) -> bool:
+        """Whether the token (or bytes) ``data`` just accepted from tracker state ``pre`` (at
+        position ``pos``) must be refused (the inner matcher and the tracker ``tr`` are already
+        past it)."""
         h, f, _ = pre
-        d = int(h[_DEPTH])
-        if d == 0 or f[d - 1, 0] != _OBJ:
+        d = int(h[DEPTH])
+        if d == 0 or f[d - 1, 0] != OBJ:
             return False
-        mode = int(h[_MODE])
-        if h[_ESC] or (mode == _KEY_STR and h[_HIGH]):
+        mode = int(h[MODE])
+        if h[ESC] or (mode == KEY_STR and h[HIGH]):
             return False
         raw = bytes(data)
-        if not _UNCHECKED.isdisjoint(raw) or (mode != _KEY_STR and b'"' not in raw and b"," not in raw):
+        if not _UNCHECKED.isdisjoint(raw) or (mode != KEY_STR and b'"' not in raw and b"," not in raw):
             return False
-        g = self.g
-        tr = g._tr
+        inner = self.inner
         head = int(f[d - 1, 2])
-        if tr.hdr[_DEPTH] != d:
+        if tr.hdr[DEPTH] != d:
             return False
-        new = int(tr.hdr[_NKEYS] - h[_NKEYS])
+        new = int(tr.hdr[NKEYS] - h[NKEYS])
         extra = None
         if new == 0:
             if head < 0:
                 return False
-        elif new == 1 and tr.frames[d - 1, 2] == h[_NKEYS]:
-            e = int(h[_NKEYS])
+        elif new == 1 and tr.frames[d - 1, 2] == h[NKEYS]:
+            e = int(h[NKEYS])
             o = int(tr.kp_off[e])
             extra = tr.kp_data[o:o + int(tr.kp_len[e])].tobytes()
-            if mode == _KEY_STR:
+            if mode == KEY_STR:
                 # as the mask does: only with the key-start states found before this key began
-                root = self._known_root(d, head)
+                root = self._known_root(tr, d, head)
                 if root is None or root.shape[0] == 0:
                     return False
         else:
             return False
-        kdata, koff = self._keys(head, extra)
-        if tr.hdr[_MODE] == _KEY_STR:
-            prefix = tr.kbuf[:tr.hdr[_KLEN]].tobytes()
-            return self._dead(current_states(g.inner), prefix, kdata, koff)
-        if tr.hdr[_MODE] == _STRUCT and tr.frames[d - 1, 1] == 0:
-            k = ("R", d, self._tail(head) if head >= 0 else int(h[_NKEYS]))
-            root = self._root(k, lambda: key_start_states(g.inner, b""), int(tr.hdr[_NKEYS]) - 1)
+        kdata, koff = self._keys(tr, head, extra)
+        if tr.hdr[MODE] == KEY_STR:
+            prefix = tr.kbuf[:tr.hdr[KLEN]].tobytes()
+            return self._dead(inner.byte_states(), prefix, kdata, koff)
+        if tr.hdr[MODE] == STRUCT and tr.frames[d - 1, 1] == 0:
+            k = ("R", d, self._tail(tr, head) if head >= 0 else int(h[NKEYS]))
+            root = self._root(k, lambda: key_start_states(inner, b""), int(tr.hdr[NKEYS]) - 1)
             return root is not None and root.shape[0] > 0 and self._dead(root, b"", kdata, koff)
         return False
 
     # ------------------------------------------------------------------ mask
-    def prune(self, words) -> None:
-        """Clear from ``words`` (the guarded mask, uint32) the tokens :meth:`refuses` refuses."""
-        g = self.g
-        tr = g._tr
+    def prune(self, tr: Tracker, pos: int, words) -> None:
+        """Clear from ``words`` (the guarded mask, uint32) the tokens :meth:`refuses` refuses
+        (``tr``: the guard's tracker, at position ``pos``)."""
         h = tr.hdr
-        d = int(h[_DEPTH])
-        if d == 0 or tr.frames[d - 1, 0] != _OBJ:
+        d = int(h[DEPTH])
+        if d == 0 or tr.frames[d - 1, 0] != OBJ:
             return
         head = int(tr.frames[d - 1, 2])
-        mode = int(h[_MODE])
+        mode = int(h[MODE])
         unchecked, landings = self.tables
-        if h[_ESC] or (mode == _KEY_STR and h[_HIGH]):
+        if h[ESC] or (mode == KEY_STR and h[HIGH]):
             return  # an escape in progress: nothing is checked from here
         trans, bc, acc, memo, bmask, ss, sb = self._automaton()
-        kdata, koff = self._keys(head)
-        klen = int(h[_KLEN]) if mode == _KEY_STR else 0
+        kdata, koff = self._keys(tr, head)
+        klen = int(h[KLEN]) if mode == KEY_STR else 0
         q = tr.kbuf[:max(klen, 1)].copy()
-        if mode == _KEY_STR:
+        if mode == KEY_STR:
             if head >= 0:
-                trie = g.vocab.trie
-                states = current_states(g.inner)
+                trie = self.vocab.trie
+                states = self.inner.byte_states()
                 prune_in_key(words, states, states.shape[0], q, klen, kdata, koff, trie.node_byte,
                              trie.node_end, trie.tok_ptr, trie.tok_ids, unchecked, trans, bc, acc, memo, bmask, ss, sb)
-            table = landings[(_KEY_STR, 0)]  # tokens that complete this key and reach the next one
-            root = self._known_root(d, head)
+            table = landings[(KEY_STR, 0)]  # tokens that complete this key and reach the next one
+            root = self._known_root(tr, d, head)
         else:
-            table = landings[(mode, int(tr.frames[d - 1, 1]))] if mode == _STRUCT else landings[(_VALUE_STR, 2)]
+            table = landings[(mode, int(tr.frames[d - 1, 1]))] if mode == STRUCT else landings[(VALUE_STR, 2)]
             # memoised per object; an object without keys yet, per position
-            k = ("R", d, self._tail(head)) if head >= 0 else ("R0", d, len(g._history))
-            root = self._root(k, lambda: self._root_states(words, table), int(h[_NKEYS]) - 1)
+            k = ("R", d, self._tail(tr, head)) if head >= 0 else ("R0", d, pos)
+            root = self._root(k, lambda: self._root_states(words, table), int(h[NKEYS]) - 1)
         if root is None or root.shape[0] == 0:
             return  # no token of the object reaches a key from here, or none was found: all live
-        prune_table(words, *table, g._tdata, g._toff, q, klen, head, root, root.shape[0], kdata, koff, trans, bc,
-                    acc, memo, bmask, ss, sb)
+        prune_table(words, *table, self.vocab.token_data, self.vocab.token_offsets, q, klen, head, root, root.shape[0],
+                    kdata, koff, trans, bc, acc, memo, bmask, ss, sb)
 
     def _root_states(self, words, table):
         """The automaton states after the opening quote of the next key, reached through an
         allowed token of the landing ``table`` that opens a key (else one that ends after a
         comma) without completing one; None when no allowed token does either."""
-        g = self.g
-        off, data = g._toff, g._tdata
+        off, data = self.vocab.token_offsets, self.vocab.token_data
         ids, kind, poff, klo, _ = table
         ok = (klo < 0) & ((words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1 != 0)
         for want in (1, 0):
             for i in np.flatnonzero(ok & (kind == want)).tolist():
                 t = int(ids[i])
                 raw = data[off[t]:off[t + 1]].tobytes()
-                found = states_after(g.inner, raw[:int(poff[i])]) if want else key_start_states(g.inner, raw)
+                found = states_after(self.inner, raw[:int(poff[i])]) if want else key_start_states(self.inner, raw)
                 if found is not None:
                     return found
         return None
