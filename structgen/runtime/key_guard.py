@@ -20,12 +20,16 @@ rejected:
   (:func:`guard_into`; no temporary array, no torch copy).
 
 Mask bit <=> ``advance`` holds by construction (the same kernel decides both).  ``rollback``,
-``fork`` and ``reset`` are exact: the tracker state (a small header, one row per open container,
-the key in progress) is saved per accepted token; recorded keys live in an append-only pool
-(a linked list per object), truncated on rollback.
+``fork``, ``reset``, ``snapshot`` and ``restore`` are exact: the tracker state (a small header,
+one row per open container, the key in progress; :mod:`.json_tracker`) is saved per step in a
+history tree (:mod:`.history`); recorded keys live in an append-only pool (a linked list per
+object), truncated on rollback and replayed when a restore crosses to another branch.
 
-The tracker trusts the inner matcher for well-formedness: it only ever sees byte strings the
-inner grammar (a JSON grammar) accepts.  A constraint that lives on the accelerator
+The guard is itself a :class:`~structgen.runtime.protocol.Matcher` and uses its inner matcher
+only through that protocol (plus :class:`~structgen.runtime.protocol.ByteStateView` for the
+liveness check), so it wraps either engine's matcher or any other implementation.  The tracker
+trusts the inner matcher for well-formedness: it only ever sees byte strings the inner grammar
+(a JSON grammar) accepts.  A constraint that lives on the accelerator
 (``cg.token_dfa.to("cuda")``) bypasses this wrapper.
 """
 from __future__ import annotations

@@ -9,7 +9,8 @@ when no unused key starts with ``na`` -- or write a comma when every key is used
 The check, for a key prefix ``P`` in the innermost object with used keys ``U``: ``P`` is *dead*
 when every key the grammar allows after ``P`` is in ``U``.  The grammar is seen as a set of byte
 automaton states at ``P`` -- the grammar engine's lexer states inside key lexemes, or the state
-of a regular DFA -- and :func:`prefix_dead` searches the trie of the used keys below ``P``: a state
+of a regular DFA, asked of the inner matcher through
+:class:`~structgen.runtime.protocol.ByteStateView` -- and :func:`prefix_dead` searches the trie of the used keys below ``P``: a state
 that steps on a byte leaving the trie (other than the quote closing a used key), that may end a
 lexeme, or that reaches a cycle without a quote (infinitely many keys) makes ``P`` live.  Sound by
 construction: a refused token has no valid continuation; a byte the search cannot judge (an
