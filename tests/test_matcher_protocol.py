@@ -346,6 +346,33 @@ def test_advance_bytes_equals_advancing_the_tokens(kind, tiny):
     assert fingerprint(m, tiny) == before
 
 
+@pytest.mark.parametrize("kind", ["guard-regular", "guard-cfg", "live-regular", "live-cfg"])
+def test_restore_across_branches_that_used_other_keys(kind, tiny):
+    """Snapshot after one key, roll back, take another key on a new branch (the key pool reuses
+    its slots), restore: the used keys are those of the snapshot again."""
+    dumps = b'": ' in example_bytes(kind, tiny)
+    keys = (b"nap", b"name") if kind.startswith("live") else (b"a", b"c")
+    values = {b"nap": b"2", b"name": b"1", b"a": b"true", b"c": b"false"}
+
+    def member(k):
+        return b'"' + k + (b'": ' if dumps else b'":') + values[k] + (b", " if dumps else b",")
+
+    m = compiled(kind, tiny).matcher()
+    assert m.advance_bytes(b"{") and m.advance_bytes(member(keys[0]))
+    snap = m.snapshot()
+    ref = compiled(kind, tiny).matcher()
+    ref.advance_bytes(b"{")
+    ref.advance_bytes(member(keys[0]))
+    m.rollback(1)
+    assert m.advance_bytes(member(keys[1]))
+    m.fill_bitmask(sg.allocate_bitmask(1, tiny.logits_width), 0)
+    m.restore(snap)
+    assert fingerprint(m, tiny) == fingerprint(ref, tiny)
+    assert mask_ids(m, tiny) == brute(m, tiny)
+    assert not m.advance_bytes(b'"' + keys[0] + b'"')  # used on this branch
+    assert m.advance_bytes(b'"' + keys[1] + b'"')      # used only on the other one
+
+
 def test_key_guard_uses_only_the_protocol_of_its_inner_matcher(tiny):
     """A guard over strict proxies (nothing but the protocol) masks and advances exactly as the
     guard the compiler builds."""
