@@ -27,6 +27,7 @@ from . import mask as mk
 
 _IDENTITY = np.arange(256, dtype=np.int64)  # the lexer DFAs have no byte classes
 _NO_STATES = np.zeros(0, np.int64)
+_NO_STATES.flags.writeable = False
 
 
 class CFGMatcher(Matcher, ByteStateView):

@@ -307,16 +307,16 @@ class KeyGuardMatcher(Matcher):
             return False
         off = v.token_offsets
         data = v.token_data[off[token]:off[token + 1]]
-        return self._commit(data, self.inner.advance(token) if self._tr.feed(data, 0, data.shape[0], node.state)
-                            else None)
+        fed = self._tr.feed(data, 0, data.shape[0], node.state)
+        return self._commit(data, self.inner.advance(token) if fed else None)
 
     def advance_bytes(self, data: bytes) -> bool:
         if self.inner.is_terminated():
             return False
-        arr = np.frombuffer(bytes(data), np.uint8)
-        node = self._node
-        return self._commit(arr, self.inner.advance_bytes(bytes(data)) if self._tr.feed(arr, 0, arr.shape[0],
-                                                                                          node.state) else None)
+        data = bytes(data)
+        arr = np.frombuffer(data, np.uint8)
+        fed = self._tr.feed(arr, 0, arr.shape[0], self._node.state)
+        return self._commit(arr, self.inner.advance_bytes(data) if fed else None)
 
     def _commit(self, data, inner_ok) -> bool:
         """After the tracker fed ``data`` (``inner_ok`` None: it refused) and the inner matcher
@@ -324,7 +324,7 @@ class KeyGuardMatcher(Matcher):
         pre = self._node.state
         if inner_ok is None:
             return False  # the tracker is back at ``pre`` already
-        if inner_ok and self._checks_liveness() and self._live.refuses(self._tr, self._node.depth, pre, data):
+        if inner_ok and self._checks_liveness() and self._live.refuses(self._tr, pre, data):
             self.inner.rollback(1)
             inner_ok = False
         if not inner_ok:

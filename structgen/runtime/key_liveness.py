@@ -626,10 +626,9 @@ class LiveKeys:
                                 kdata, koff, ss, sb))
 
     # ------------------------------------------------------------------ advance
-    def refuses(self, tr: Tracker, pos: int, pre, data) -> bool:
-        """Whether the token (or bytes) ``data`` just accepted from tracker state ``pre`` (at
-        position ``pos``) must be refused (the inner matcher and the tracker ``tr`` are already
-        past it)."""
+    def refuses(self, tr: Tracker, pre, data) -> bool:
+        """Whether the token (or bytes) ``data`` just accepted from tracker state ``pre`` must be
+        refused (the inner matcher and the tracker ``tr`` are already past it)."""
         h, f, _ = pre
         d = int(h[DEPTH])
         if d == 0 or f[d - 1, 0] != OBJ:
