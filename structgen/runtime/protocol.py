@@ -30,7 +30,7 @@ for each matcher kind the compiler returns):
 states of one byte automaton (the regular matcher and the grammar engine's); the key
 guard's liveness check uses it instead of reading private state.
 
-This module imports nothing of structgen but the bitmask kernels and the tokenizer helper.
+This module imports nothing of structgen but the forced-text tokenizer (:mod:`.tokenize`).
 """
 from __future__ import annotations
 
