@@ -479,7 +479,7 @@ def test_mask_equals_reference_walk_for_counted_strings(llama3):
                                                "c": {"type": "string"}},
               "required": ["a", "b", "c"], "additionalProperties": False}
     g = sg.Grammar.from_json_schema(schema, engine="cfg", whitespace="flexible")
-    cg = compile_cfg(g.cfg, llama3)
+    cg = compile_cfg(g.cfg, llama3, slicing=g.slicing)  # the JSON front end's run characters
     text = json.dumps({"a": "lorem ipsum dolor sit amet " * 6 + "x" * 30, "b": "\u00e9t\u00e9 ",
                        "c": "caf\u00e9 \"au\" lait " * 4})
     _check_prefixes(cg, llama3.encode(text), llama3, "counted")

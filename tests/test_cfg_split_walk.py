@@ -49,7 +49,7 @@ def llama3():
 @pytest.fixture(scope="module")
 def engine(llama3):
     g = sg.Grammar.from_json_schema(SCHEMA, engine="cfg", whitespace="flexible", property_order="any")
-    return compile_cfg(g.cfg, llama3)
+    return compile_cfg(g.cfg, llama3, slicing=g.slicing)  # the JSON front end's run characters
 
 
 def _plain_root(e, g):
