@@ -416,8 +416,8 @@ inner ::= root ("," root)* | ""
 # ---------------------------------------------------------------- fast masks vs the slow reference walk
 
 def reference_words(m) -> np.ndarray:
-    """The mask by brute force over the trie: the parser stepped at every node (mask.full_walk)."""
-    from structgen.cfg import mask as mk
+    """The mask by brute force over the trie: the parser stepped at every node (trie_walks.full_walk)."""
+    from structgen.cfg import trie_walks as tw
 
     e = m.engine
     tr = e.trie
@@ -430,7 +430,7 @@ def reference_words(m) -> np.ndarray:
         set_off = np.zeros(m._n_sets + depth * 2 + 2, np.int32)
         set_off[:m._n_sets + 1] = m._set_off[:m._n_sets + 1]
         lvl = [np.zeros(depth, np.int64) for _ in range(3)]
-        r = mk.full_walk(1, tr.node_depth.shape[0], m._n_sets, m._front, m._front.shape[0], items, set_off,
+        r = tw.full_walk(1, tr.node_depth.shape[0], m._n_sets, m._front, m._front.shape[0], items, set_off,
                          np.empty((cap, 2), np.int32), np.empty((cap, 2), np.int32), *lvl,
                          *e._trie_args, words, *e._args, np.zeros_like(m._mark), np.zeros(2, np.int64))
         if r == 0:

@@ -18,6 +18,7 @@ cache (old snapshots stay valid for their readers); ``clears`` counts those.
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 
@@ -141,8 +142,6 @@ class MaskCache:
         run in a background thread while matchers compute masks (there ``batch=1``: a matcher
         that needs the lock waits for one entry at most).  Stops when the cache is cleared
         (``max_bytes``).  Returns the number of entries computed."""
-        import time
-
         if seconds <= 0:
             return 0
         deadline = time.perf_counter() + seconds
@@ -175,8 +174,6 @@ class MaskCache:
     def _fill(self, engine, bls, gs, deadline, batch: int, epoch: int) -> int:
         """Compute the entries ``(bls, gs)`` in batches: the number computed, or ``-1 - that``
         when ``deadline`` stopped it or the cache was cleared since ``clears`` was ``epoch``."""
-        import time
-
         tb = engine.tables
         done = made = 0
         while done < gs.shape[0]:

@@ -490,7 +490,7 @@ def _normalise(cfg: CFG, max_states: int):
         n.positions[_START] = cfg.positions[cfg.start]
     try:
         n = trim(n, empty)
-    except GrammarError as e:
+    except GrammarError:
         raise GrammarError(f"the grammar's language is empty: start rule {cfg.start!r} derives no finite "
                            f"sentence", *cfg.where(cfg.start)) from None
     return n, dfas
