@@ -541,16 +541,17 @@ class CompiledCFG:
         norm, dfas = normalise(cfg, max_states)
         self.norm = norm
         self.tables = Tables(norm, dfas, max_lexer_states)
-        self._args = self.tables.args()
+        # the mask kernels' arguments (records of :mod:`.mask`; ``_args``/``_trie_args``: older spellings)
+        self.grammar_arrays = self._args = mk.GrammarArrays(*self.tables.args())
         trie = vocab.trie
         self.trie = trie
-        self._trie_args = (trie.node_byte, trie.node_depth, trie.node_end, trie.tok_ptr, trie.tok_ids)
+        self.trie_arrays = self._trie_args = mk.TrieArrays(trie.node_byte, trie.node_depth, trie.node_end,
+                                                           trie.tok_ptr, trie.tok_ids)
         self.words = (int(vocab.logits_width) + 31) // 32
         self.eos = np.asarray(vocab.eos_ids, np.int64)
         self._eos_set = set(self.eos.tolist())
         self.cache = MaskCache(trie, (int(vocab.logits_width) + 31) // 32, max_cache_bytes)
-        self.free_lexer()
-        self.runs()
+        self.lexer_aids = mk.LexerAids(*self.free_lexer(), *self.runs())  # built once: the same arrays every mask
         self.prefill_thread = None
         if prefill_seconds > 0:
             # the first part before returning, so that the first masks do not wait on the

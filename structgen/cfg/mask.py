@@ -27,12 +27,24 @@ of :mod:`.trie_walks` and the run budgets of :mod:`.run_budgets`), :func:`fill_e
 :func:`or_roots` serve the cache's prefill and root bits;
 :func:`structgen.cfg.trie_walks.full_walk` is the slow reference: it steps the parser at every
 trie node.
+
+Kernel arguments come in named records (:class:`GrammarArrays`, :class:`TrieArrays`,
+:class:`CacheArrays`, :class:`FillScratch`, :class:`LexerAids`), splatted positionally: their
+field names are the kernels' parameter names, and :func:`check_kernel_orders` (run at import)
+checks that each kernel's parameter list is the concatenation its callers splat.  Positional
+arrays are what Numba dispatches fastest: a namedtuple argument costs a Python-level ``typeof``
+per field (3x the dispatch of 70 arrays), and a structref's constructor is compiled anew in every
+process (seconds), so neither is passed to the kernels themselves.
 """
 from __future__ import annotations
+
+import inspect
+from collections import namedtuple
 
 import numpy as np
 from numba import njit
 
+from . import earley
 from .earley import predict_after
 from .run_budgets import chain_budget, split_budget
 from .trie_walks import build_kids, sort_marked, union_walk, walk_kids, walk_split
@@ -157,8 +169,8 @@ def lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, nod
     free lexer ``ftrans``, parser ignored): a superset of what lexemes starting
     there can allow, so :func:`expand_mask` skips a list once they are all allowed.
 
-    Root walks (list 0) from states inside a JSON string take the tokens made only of
-    string characters ("run tokens") from the per-vocabulary table ``cum`` by length and
+    Root walks (list 0) from states inside a run (a quoted string: the run character set) take
+    the tokens made only of run characters ("run tokens") from the per-vocabulary table ``cum`` by length and
     skip the subtrees that hold nothing else: for every first byte when the state counts
     characters alike (:func:`chain_budget`), else for the first bytes that share one budget
     (:func:`split_budget`: a key other than the declared ones after a prefix of some of
@@ -194,7 +206,7 @@ def lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, nod
         if nb < 0:
             return -2
     else:
-        # a root walk from a state counting run characters (inside a JSON string): the run
+        # a root walk from a state counting run characters (inside a quoted string): the run
         # tokens' bits come from the per-vocabulary table, the walk skips their subtrees
         skip = False
         split = False
@@ -551,3 +563,45 @@ def lexemes_within(trans, gacc, tstart, jtrans, jacc, j0):
                 stack[top, 1] = u
                 top += 1
     return True
+
+
+# ------------------------------------------------------------------ kernel argument records
+#: The grammar's flat tables (:meth:`structgen.cfg.engine.Tables.args`; names as in :mod:`.earley`).
+GrammarArrays = namedtuple("GrammarArrays", "NN dr_next dr_lhs nt_ptr nt_dr0 nullable final_dr trans gacc gout gterm "
+                                            "tstart")
+#: The vocabulary's DFS-flattened token trie (:class:`structgen.vocab.trie.TokenTrie`).
+TrieArrays = namedtuple("TrieArrays", "node_byte node_depth node_end tok_ptr tok_ids")
+#: The pools and hash table of a cache snapshot (:class:`structgen.cfg.cache.MaskCache`).
+CacheArrays = namedtuple("CacheArrays", "ht_keys ht_vals ent_bl2 ent_boff ent_bn bidx bval bl_off bl_nodes bl_kb "
+                                        "bl_kids bl_term bl_uoff bl_un cnt")
+#: The scratch of a cache fill (used under the cache's lock).
+FillScratch = namedtuple("FillScratch", "scr_words scr_nodes lstack nmark nst act actn isb")
+#: Per grammar: the free lexer and the run tables
+#: (:meth:`~structgen.cfg.engine.CompiledCFG.free_lexer`, :meth:`~structgen.cfg.engine.CompiledCFG.runs`).
+LexerAids = namedtuple("LexerAids", "ftrans facc fout chain cum impure u_trans u_acc u0")
+
+#: What callers splat into each kernel, in order: records and lists of single parameters.
+KERNEL_ORDERS = {
+    "earley.step_bytes": ("data items set_off n_sets front nfront fbuf comp", GrammarArrays, "mark stampbox"),
+    "expand_mask": ("front nfront n_sets items set_off", GrammarArrays, "mark stampbox", TrieArrays, CacheArrays,
+                    "follow fill root_done", FillScratch, LexerAids,
+                    "words estamp bstamp work ptask vkeys vstamp pkeys pstamp pval predbuf"),
+    "lex_fill": ("bl g trans gacc gout gterm follow", TrieArrays, CacheArrays, FillScratch, LexerAids),
+    "fill_entries": ("bls gs trans gacc gout gterm follow", TrieArrays, CacheArrays, FillScratch, LexerAids),
+}
+
+
+def check_kernel_orders() -> None:
+    """Raise AssertionError when a kernel's parameters are not the concatenation of
+    :data:`KERNEL_ORDERS` (a record reordered, a parameter added on one side only)."""
+    for name, parts in KERNEL_ORDERS.items():
+        want = []
+        for part in parts:
+            want += part.split() if isinstance(part, str) else list(part._fields)
+        kernel = getattr(earley, name.split(".")[1]) if name.startswith("earley.") else globals()[name]
+        have = list(inspect.signature(kernel.py_func).parameters)
+        if have != want:
+            raise AssertionError(f"mask.{name} takes {have}, its callers pass {want}")
+
+
+check_kernel_orders()
