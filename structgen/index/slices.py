@@ -200,9 +200,12 @@ def may_loop_on(trans: np.ndarray, byte_class: np.ndarray, charset: ir.CharSet) 
     ascii_ = [b for lo, hi in charset.ranges if lo < 0x80 for b in range(lo, min(hi, 0x7F) + 1)]
     if not ascii_:
         return True
-    cols = np.unique(np.asarray(byte_class)[ascii_])
-    idx = np.arange(trans.shape[0])[:, None]
-    return bool(np.any(np.all(trans[:, cols] == idx, axis=1)))
+    cand = np.arange(trans.shape[0], dtype=trans.dtype)
+    for c in np.unique(np.asarray(byte_class)[ascii_]):  # candidates shrink column by column
+        cand = cand[trans[cand, c] == cand]
+        if cand.size == 0:
+            return False
+    return True
 
 
 @njit(cache=True, nogil=True)
