@@ -10,13 +10,27 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from .automaton import ir
 from .grammar import Grammar
+from .index.slices import SliceDef, Slicing
 from .runtime.key_guard import KeyGuardMatcher
 from .runtime.matcher import TokenDFAMatcher
 from .runtime.protocol import Matcher
 
 _CACHE: "OrderedDict[tuple, CompiledGrammar]" = OrderedDict()
 CACHE_SIZE = 64
+
+#: The slices of grammars whose front end asks for none (regexes, choices, Lark, GBNF): the body
+#: of a double-quoted string with backslash escapes (every code point from U+0020 but ``"``,
+#: ``\\`` and the surrogates), where free-text states loop.  (The JSON front end asks for the same
+#: set plus a lexeme superset: :mod:`structgen.frontends.json_schema.slicing`.)
+QUOTED_TEXT = ir.CharSet.of([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0xD7FF), (0xE000, 0x10FFFF)])
+DEFAULT_SLICING = Slicing((SliceDef(QUOTED_TEXT, 0.25, "quoted text"),))
+
+
+def slicing_of(grammar: Grammar) -> Slicing:
+    """The vocabulary slices ``grammar`` is compiled with (its front end's, else the default)."""
+    return grammar.slicing if grammar.slicing is not None else DEFAULT_SLICING
 
 
 @dataclass
@@ -82,7 +96,7 @@ def compile(grammar: Grammar, vocab, *, max_states: int = 100_000, time_limit: f
         t0 = time.perf_counter()
         dfa = build_dfa(grammar.node, max_states=max_states, time_limit=time_limit)
         t1 = time.perf_counter()
-        tdfa = TokenDFA(dfa, vocab)
+        tdfa = TokenDFA(dfa, vocab, slicing=slicing_of(grammar))
         t2 = time.perf_counter()
         stats = CompileStats("regular", states=dfa.n_states, byte_classes=dfa.n_classes,
                              dfa_seconds=t1 - t0, index_seconds=t2 - t1)
@@ -94,7 +108,7 @@ def compile(grammar: Grammar, vocab, *, max_states: int = 100_000, time_limit: f
         t0 = time.perf_counter()
         # grammars are compiled once and reused; a JSON Schema's time to first mask counts
         prefill = 0.0 if grammar.key[0] == "json_schema" else PREFILL_SECONDS
-        engine = compile_cfg(grammar.cfg, vocab, prefill_seconds=prefill)
+        engine = compile_cfg(grammar.cfg, vocab, prefill_seconds=prefill, slicing=slicing_of(grammar))
         stats = CompileStats("cfg", index_seconds=time.perf_counter() - t0)
         result = CompiledGrammar(grammar, vocab, engine=engine, stats=stats)
     if cache:

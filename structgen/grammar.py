@@ -17,15 +17,17 @@ from .automaton import ir
 class Grammar:
     """A constraint specification.  Build one with the ``from_*`` constructors."""
 
-    __slots__ = ("kind", "node", "cfg", "key", "source", "report")
+    __slots__ = ("kind", "node", "cfg", "key", "source", "report", "slicing")
 
-    def __init__(self, kind: str, *, node=None, cfg=None, key=None, source: str = "", report=None):
+    def __init__(self, kind: str, *, node=None, cfg=None, key=None, source: str = "", report=None,
+                 slicing=None):
         self.kind = kind          # "regular" or "cfg"
         self.node = node          # ir.Node when regular
         self.cfg = cfg            # structgen.cfg grammar when context-free
         self.key = key if key is not None else (kind, id(self))
         self.source = source      # short human description
         self.report = report      # front-end report (e.g. ignored schema keywords in lenient mode)
+        self.slicing = slicing    # vocabulary slices the front end asks for (index.slices.Slicing; None: default)
 
     @property
     def is_regular(self) -> bool:
@@ -88,9 +90,11 @@ class Grammar:
         key = ("json_schema", engine, json.dumps(schema, sort_keys=True, default=str),
                tuple(sorted((k, repr(v)) for k, v in options.items())))
         src = f"JSON Schema ({engine})"
+        from .frontends.json_schema.slicing import json_slicing
+
         if isinstance(result.grammar, ir.Node):
-            return cls("regular", node=result.grammar, key=key, source=src, report=result)
-        return cls("cfg", cfg=result.grammar, key=key, source=src, report=result)
+            return cls("regular", node=result.grammar, key=key, source=src, report=result, slicing=json_slicing())
+        return cls("cfg", cfg=result.grammar, key=key, source=src, report=result, slicing=json_slicing())
 
     @classmethod
     def from_pydantic(cls, model, *, property_order: str = "declared", **options) -> "Grammar":

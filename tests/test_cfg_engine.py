@@ -416,8 +416,8 @@ inner ::= root ("," root)* | ""
 # ---------------------------------------------------------------- fast masks vs the slow reference walk
 
 def reference_words(m) -> np.ndarray:
-    """The mask by brute force over the trie: the parser stepped at every node (mask.full_walk)."""
-    from structgen.cfg import mask as mk
+    """The mask by brute force over the trie: the parser stepped at every node (trie_walks.full_walk)."""
+    from structgen.cfg import trie_walks as tw
 
     e = m.engine
     tr = e.trie
@@ -430,7 +430,7 @@ def reference_words(m) -> np.ndarray:
         set_off = np.zeros(m._n_sets + depth * 2 + 2, np.int32)
         set_off[:m._n_sets + 1] = m._set_off[:m._n_sets + 1]
         lvl = [np.zeros(depth, np.int64) for _ in range(3)]
-        r = mk.full_walk(1, tr.node_depth.shape[0], m._n_sets, m._front, m._front.shape[0], items, set_off,
+        r = tw.full_walk(1, tr.node_depth.shape[0], m._n_sets, m._front, m._front.shape[0], items, set_off,
                          np.empty((cap, 2), np.int32), np.empty((cap, 2), np.int32), *lvl,
                          *e._trie_args, words, *e._args, np.zeros_like(m._mark), np.zeros(2, np.int64))
         if r == 0:
@@ -479,7 +479,7 @@ def test_mask_equals_reference_walk_for_counted_strings(llama3):
                                                "c": {"type": "string"}},
               "required": ["a", "b", "c"], "additionalProperties": False}
     g = sg.Grammar.from_json_schema(schema, engine="cfg", whitespace="flexible")
-    cg = compile_cfg(g.cfg, llama3)
+    cg = compile_cfg(g.cfg, llama3, slicing=g.slicing)  # the JSON front end's run characters
     text = json.dumps({"a": "lorem ipsum dolor sit amet " * 6 + "x" * 30, "b": "\u00e9t\u00e9 ",
                        "c": "caf\u00e9 \"au\" lait " * 4})
     _check_prefixes(cg, llama3.encode(text), llama3, "counted")

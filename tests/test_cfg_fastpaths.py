@@ -2,9 +2,10 @@
 
 - whitespace-prefixed terminals composed as a chain in front of the body's DFA
   (``engine._prefixed_build``) vs the builder's subset construction of the same IR;
-- the JSON free lexer (``CompiledCFG.free_lexer``): chosen only when every lexeme is JSON
-  text (``mask.lexemes_within``, checked against a brute-force walk) and then a superset
-  of the prefixes of lexeme sequences (sound for the mask's skip test);
+- the JSON free lexer (``CompiledCFG.free_lexer`` with the JSON front end's lexeme superset,
+  ``json_slicing().lexemes``): chosen only when every lexeme is JSON text
+  (``mask.lexemes_within``, checked against a brute-force walk) and then a superset of the
+  prefixes of lexeme sequences (sound for the mask's skip test);
 - ``Tables``' lexer table (Numba ``_place``) vs the numpy formula;
 - masks of JSON Schema grammars vs the slow reference walk.
 """
@@ -21,9 +22,11 @@ from structgen.cfg import compile_cfg
 from structgen.frontends import lark_to_cfg
 from structgen.cfg import engine as E
 from structgen.cfg.mask import lexemes_within
-from structgen.cfg.terminals import build, regex_to_ir
+from structgen.cfg.terminals import build
+from structgen.frontends.lark import regex_to_ir
 from structgen.frontends.json_schema.regular import _WS_CHARS
 from structgen.frontends.json_schema.cfg import compile_json_schema_cfg
+from structgen.frontends.json_schema.slicing import json_slicing
 from structgen.vocab.vocabulary import Vocabulary
 
 BODIES = [r'"[a-z]*"', r'-?(0|[1-9][0-9]*)(\.[0-9]+)?', r'true|false', r'x*', r'"(a|b\n)*"', r'(ab)+|a',
@@ -124,9 +127,10 @@ SCHEMAS = [
 @pytest.mark.parametrize("schema", SCHEMAS)
 @pytest.mark.parametrize("ws", ["flexible", "compact"])
 def test_json_free_lexer_is_sound(schema, ws):
-    cg = compile_cfg(compile_json_schema_cfg(schema, whitespace=ws, max_whitespace=2).grammar, VOCAB)
+    cg = compile_cfg(compile_json_schema_cfg(schema, whitespace=ws, max_whitespace=2).grammar, VOCAB,
+                     slicing=json_slicing())
     tb = cg.tables
-    jt, jacc, _ = E._json_lexer()
+    jt, jacc, _ = E.lexeme_dfa(json_slicing().lexemes)
     assert lexemes_within(tb.trans, tb.gacc, tb.tstart, jt, jacc, 0) == _within_brute(tb, jt, jacc) is True
     ftrans = cg.free_lexer(precise=True)[0]
     assert ftrans is jt
@@ -147,9 +151,9 @@ def test_json_free_lexer_is_sound(schema, ws):
 
 
 def test_non_json_grammar_keeps_its_own_free_lexer():
-    cg = compile_cfg(lark_to_cfg('start: WORD ("=" WORD)*\nWORD: /[a-z]+/\n'), VOCAB)
+    cg = compile_cfg(lark_to_cfg('start: WORD ("=" WORD)*\nWORD: /[a-z]+/\n'), VOCAB, slicing=json_slicing())
     tb = cg.tables
-    jt, jacc, _ = E._json_lexer()
+    jt, jacc, _ = E.lexeme_dfa(json_slicing().lexemes)
     assert not lexemes_within(tb.trans, tb.gacc, tb.tstart, jt, jacc, 0)
     assert not _within_brute(tb, jt, jacc)
     f = cg.free_lexer(precise=True)[0]
@@ -171,7 +175,8 @@ def test_tables_lexer_matches_numpy():
 def test_json_masks_match_brute_force(schema):
     """Along random walks, the mask (cached parts, the JSON free lexer's skips) equals advancing
     every token on a fork of the matcher."""
-    cg = compile_cfg(compile_json_schema_cfg(schema, whitespace="flexible", max_whitespace=2).grammar, VOCAB)
+    cg = compile_cfg(compile_json_schema_cfg(schema, whitespace="flexible", max_whitespace=2).grammar, VOCAB,
+                     slicing=json_slicing())
     rng = random.Random(1)
     for _ in range(4):
         m = cg.matcher()

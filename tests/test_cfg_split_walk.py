@@ -1,5 +1,5 @@
 """Root walks that take run tokens from the per-vocabulary table by first byte
-(:func:`structgen.cfg.mask.split_budget`): a key "other than the declared ones" after a prefix
+(:func:`structgen.cfg.run_budgets.split_budget`): a key "other than the declared ones" after a prefix
 of some of them, a ``pattern`` string, counted strings.  Every root cache entry equals the plain
 walk of the whole trie; masks equal the reference walk at every prefix."""
 from __future__ import annotations
@@ -12,6 +12,8 @@ import pytest
 import structgen as sg
 from structgen.cfg import compile_cfg
 from structgen.cfg import mask as mk
+from structgen.cfg import run_budgets as rb
+from structgen.cfg import trie_walks as tw
 from structgen.cfg.cache import MaskCache
 
 SCHEMA = {
@@ -49,18 +51,18 @@ def llama3():
 @pytest.fixture(scope="module")
 def engine(llama3):
     g = sg.Grammar.from_json_schema(SCHEMA, engine="cfg", whitespace="flexible", property_order="any")
-    return compile_cfg(g.cfg, llama3)
+    return compile_cfg(g.cfg, llama3, slicing=g.slicing)  # the JSON front end's run characters
 
 
 def _plain_root(e, g):
     """Bits and sorted boundary nodes of a walk of the whole trie from lexer state ``g``."""
     tb, tr = e.tables, e.trie
     kids, kb = np.zeros(256, np.int32), np.zeros(257, np.int64)
-    mk.build_kids(np.zeros(1, np.int32), np.ones(256, np.uint8), tr.node_byte, tr.node_end, kids, kb)
+    tw.build_kids(np.zeros(1, np.int32), np.ones(256, np.uint8), tr.node_byte, tr.node_end, kids, kb)
     n = tr.node_depth.shape[0]
     words = np.zeros(e.words, np.uint32)
     out = np.empty(n, np.int32)
-    nb = mk.walk_kids(kids, kb, g, tb.trans, tb.gacc, tb.gout, *e._trie_args, np.zeros(int(tr.max_depth) + 2, np.int32),
+    nb = tw.walk_kids(kids, kb, g, tb.trans, tb.gacc, tb.gout, *e._trie_args, np.zeros(int(tr.max_depth) + 2, np.int32),
                       words, out, np.zeros(n, np.int64), 1, np.zeros(1, np.uint8), False)
     return words, np.sort(out[:nb]), kids, kb
 
@@ -100,12 +102,12 @@ def test_root_entries_equal_the_plain_walk(engine):
         # the boundary list keeps the nodes with a child a following terminal starts with
         kept = nodes.copy()
         kk, kkb = np.zeros(tr.node_depth.shape[0], np.int32), np.zeros(257, np.int64)
-        nk, _ = mk.build_kids(kept, tb.follow[tb.gterm[g]], tr.node_byte, tr.node_end, kk, kkb) if nodes.size else (0, 0)
+        nk, _ = tw.build_kids(kept, tb.follow[tb.gterm[g]], tr.node_byte, tr.node_end, kk, kkb) if nodes.size else (0, 0)
         got = s.bl_nodes[s.bl_off[bl2]:s.bl_off[bl2 + 1]] if bl2 >= 0 else np.zeros(0, np.int32)
         assert np.array_equal(got, kept[:nk]), g
         if chain[g] == -1:
             full = np.zeros(256, np.uint8)
-            r = mk.split_budget(g, tb.trans, tb.gacc, u_trans, u_acc, u0, maxc, chain, kb, kids, tr.node_end,
+            r = rb.split_budget(g, tb.trans, tb.gacc, u_trans, u_acc, u0, maxc, chain, kb, kids, tr.node_end,
                                 tr.tok_ptr, full)
             split += r >= 0 and full.any()
     assert split >= 10  # the split walk was exercised (keys after a prefix of declared ones, patterns)
@@ -126,7 +128,7 @@ def test_first_byte_budgets_by_brute_force(engine, llama3):
     checked = 0
     for g in range(tb.trans.shape[0]):
         vals = np.zeros(256, np.int64)
-        mk.first_byte_budgets(g, tb.trans, tb.gacc, u_trans, u_acc, u0, maxc, chain, vals)
+        rb.first_byte_budgets(g, tb.trans, tb.gacc, u_trans, u_acc, u0, maxc, chain, vals)
         for t in rng.choice(run, 300, replace=False):
             b = llama3.token_bytes(int(t))
             v = vals[b[0]]

@@ -254,14 +254,15 @@ def test_slice_masks_equal_full_walks(name):
     """States that loop on every JSON-string character take the precomputed
     slice plus a walk of the remaining trie: the rows must equal full walks."""
     from structgen.automaton.build import build_dfa
+    from structgen.frontends.json_schema.slicing import json_slicing
     from structgen.index import TokenDFA
 
     vocab = load_vocab(name)
     pattern = (r'\{"a": "([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*", '
                r'"b": "[^"\\\x00-\x1f]{0,3}", "c": "[^"]*", "d": ".*"\}')
     dfa = build_dfa(sg.Grammar.from_regex(pattern).node)
-    sliced, full = TokenDFA(dfa, vocab), TokenDFA(dfa, vocab)
-    full._slice = None
+    sliced, full = TokenDFA(dfa, vocab, slicing=json_slicing()), TokenDFA(dfa, vocab)
+    assert full._slice is None  # no slicing asked for: none used
     used = 0
     for s in range(dfa.n_states):
         used += sliced._uses_slice(s)
@@ -269,3 +270,27 @@ def test_slice_masks_equal_full_walks(name):
         a, b = sliced.row(s), full.row(s)
         assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]), s
     assert used >= 1  # the string body of "a" loops on the slice
+
+
+def test_generic_slice_masks_equal_full_walks():
+    """A slice is any character set the compiler configures (here the ASCII digits, kept however
+    small): states looping on it take its bits, masks equal full walks; a DFA where no state
+    loops on it builds none."""
+    from structgen.automaton import ir
+    from structgen.automaton.build import build_dfa
+    from structgen.index import TokenDFA
+    from structgen.index.slices import SliceDef, Slicing
+
+    vocab = load_vocab("llama3")
+    digits = Slicing((SliceDef(ir.CharSet.of([(0x30, 0x39)]), 0.0, "digits"),))
+    dfa = build_dfa(sg.Grammar.from_regex(r"x[0-9]*(y[0-9a-f]*)?").node)
+    sliced, full = TokenDFA(dfa, vocab, slicing=digits), TokenDFA(dfa, vocab)
+    assert sliced._slice is not None and full._slice is None
+    used = 0
+    for s in range(dfa.n_states):
+        used += sliced._uses_slice(s)
+        assert np.array_equal(sliced.mask_row(s), full.mask_row(s)), s
+        a, b = sliced.row(s), full.row(s)
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]), s
+    assert used >= 1
+    assert TokenDFA(build_dfa(sg.Grammar.from_regex(r"[a-c]+").node), vocab, slicing=digits)._slice is None

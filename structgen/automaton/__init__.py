@@ -2,14 +2,15 @@
 
 ``build_dfa(node)`` turns an IR node (:mod:`.ir`) into a minimal, trimmed
 :class:`ByteDFA`; :mod:`.ops` combines ByteDFAs (intersection, union, complement
-relative to UTF-8, concatenation, emptiness, equivalence).
+relative to UTF-8, concatenation, emptiness, equivalence).  Regex text is the front end's
+(:func:`structgen.frontends.regex.dfa_from_regex`): nothing here parses a specification.
 """
-from .build import build_dfa, clear_caches, dfa_from_regex
+from .build import build_dfa, clear_caches
 from .dfa import ByteDFA
 from .ops import complement, concat, difference, equivalent, intersect, is_empty, union, utf8_star
 
 __all__ = [
-    "ByteDFA", "build_dfa", "dfa_from_regex", "clear_caches",
+    "ByteDFA", "build_dfa", "clear_caches",
     "intersect", "union", "difference", "complement", "concat", "is_empty", "equivalent",
     "utf8_star",
 ]

@@ -9,7 +9,10 @@ Pipeline (each step a module of its own):
 3. :mod:`.minimize` -- Hopcroft minimisation, trimming and a canonical numbering.
 
 ``And``/``Not`` are built from their children's DFAs with products
-(:mod:`.ops`); ``Not(x)`` is the complement relative to valid UTF-8.
+(:mod:`.product`); ``Not(x)`` is the complement relative to valid UTF-8.  ``build_node(node,
+limits)`` is the builder itself (cached, charged to the work budget of :mod:`.limits`), for
+modules of this package that hold a :class:`~.limits.Limits` already; ``build_dfa`` is the entry
+point for everyone else.
 
 Results are cached per IR node (nodes are immutable and hashable) in a bounded LRU;
 non-ASCII CharSets, which expand to many byte sequences, are cached on their own.
@@ -18,7 +21,7 @@ Built DFAs are read-only (their arrays are not writeable) because they are share
 Limits: ``max_states`` bounds the DFA states created by any single subset
 construction or product (:class:`LimitExceeded` with ``limit="max_states"``);
 ``time_limit`` (seconds) bounds the whole build (``limit="time_limit"``);
-``max_nfa_states`` bounds the intermediate NFA.  :func:`work_budget` bounds all the
+``max_nfa_states`` bounds the intermediate NFA (all in :mod:`.limits`).  :func:`work_budget` bounds all the
 construction work done in a block by a deterministic count (:class:`WorkBudget`), which
 the JSON Schema engine choice uses instead of a clock.
 
@@ -31,17 +34,22 @@ IR built around them stays a cache key.
 from __future__ import annotations
 
 import threading
-import time
 from collections import OrderedDict
-from contextlib import contextmanager
 
 import numpy as np
 
-from ..errors import LimitExceeded
 from . import ir, kernels
 from .dfa import ByteDFA
+from .limits import (Limits, WorkBudget, abandon_frame, close_frame, frames, open_frame, recording, replay,
+                     reuse, spend, state_cap, unmetered, work_budget)
 from .minimize import canonical_dfa, is_canonical, trimmed_dfa
 from .nfa import NFA, Builder, Fragment, charset_nfa, dfa_fragment, prepare
+from .product import difference_dfas, intersect_dfas
+
+# re-exported: the front ends' caches of embedded automata use these (see :mod:`.limits`)
+__all__ = ["DEFAULT_MAX_STATES", "DEFAULT_MAX_NFA_STATES", "LRUCache", "Limits", "WorkBudget", "build_dfa",
+           "build_node", "clear_caches", "determinize", "embedded", "on_clear", "recording", "replay",
+           "work_budget"]
 
 DEFAULT_MAX_STATES = 100_000
 DEFAULT_MAX_NFA_STATES = 2_000_000
@@ -146,194 +154,7 @@ def embedded(dfa: ByteDFA) -> ir.Embed:
     return node
 
 
-class _Limits:
-    def __init__(self, max_states, time_limit, max_nfa_states):
-        self.max_states = int(max_states)
-        self.time_limit = time_limit
-        self.deadline = None if time_limit is None else time.perf_counter() + float(time_limit)
-        self.max_nfa_states = int(max_nfa_states)
-
-    def check_time(self):
-        if self.deadline is not None and time.perf_counter() > self.deadline:
-            raise LimitExceeded(f"automaton construction took longer than {self.time_limit} s",
-                                limit="time_limit", value=self.time_limit)
-
-    def too_many(self, what: str):
-        return LimitExceeded(f"{what} needs more than {self.max_states} DFA states",
-                             limit="max_states", value=self.max_states)
-
-
-# --------------------------------------------------------------- deterministic work budget
-class WorkBudget:
-    """A bound on automaton construction work that depends neither on the clock nor on the caches.
-
-    Work is counted in *cells*: NFA states plus DFA states x byte classes for a subset construction,
-    product states x joint classes for a product, states x classes for a minimisation (a million
-    cells are about 25-40 ms).  Every automaton :func:`_build` makes records what it cost and what
-    it was made from (``dfa._work``, a small tree of ints); a cache hit charges that tree as if it
-    were built again, and each automaton (IR node) is charged once per budget.  An ``ir.Embed`` is
-    paid for by whoever built it: using one is free, and every process-wide cache of embedded nodes
-    (the JSON Schema compiler's free-form values, encoded strings...) records the work of its cold
-    path (:func:`recording`) and :func:`replay` s it on a hit.  The same schema is therefore cut at
-    the same point on every run, cold or warm, whatever the machine's load.
-    """
-
-    def __init__(self, cells: int):
-        self.limit = int(cells)
-        self.used = 0
-        self.seen: set = set()
-
-    def exceeded(self) -> LimitExceeded:
-        return LimitExceeded(f"automaton construction needs more than {self.limit} work cells",
-                             limit="work_budget", value=self.limit)
-
-    def left(self) -> int:
-        return self.limit - self.used
-
-
-_TLS = threading.local()  # .meter: the active WorkBudget; .frames: the builds in progress
-
-
-@contextmanager
-def work_budget(cells: int):
-    """Bound the automaton work done inside the ``with`` block (this thread) by ``cells``; going
-    past it raises :class:`LimitExceeded` with ``limit="work_budget"``.  Yields the budget
-    (``used`` tells what was spent)."""
-    prev = getattr(_TLS, "meter", None)
-    meter = _TLS.meter = WorkBudget(cells)
-    try:
-        yield meter
-    finally:
-        _TLS.meter = prev
-
-
-@contextmanager
-def _unmetered():
-    """Work charged to nobody: process-wide caches that no schema owns (UTF-8 class fragments,
-    the kernels' warm-up)."""
-    prev_m, prev_f = getattr(_TLS, "meter", None), getattr(_TLS, "frames", None)
-    _TLS.meter, _TLS.frames = None, []
-    try:
-        yield
-    finally:
-        _TLS.meter, _TLS.frames = prev_m, prev_f
-
-
-class _Frame:
-    __slots__ = ("h", "own", "kids", "meter")
-
-    def __init__(self, h, meter):
-        self.h, self.own, self.kids, self.meter = h, 0, [], meter
-
-
-def _frames() -> list:
-    f = getattr(_TLS, "frames", None)
-    if f is None:
-        f = _TLS.frames = []
-    return f
-
-
-def _open(h) -> _Frame:
-    """Start accounting for the build of the node hashed ``h`` (None: never cached)."""
-    meter = getattr(_TLS, "meter", None)
-    if meter is not None and h is not None:
-        if h in meter.seen:
-            meter = None  # charged already in this budget (built before and evicted)
-        else:
-            meter.seen.add(h)
-    fr = _Frame(h, meter)
-    _frames().append(fr)
-    return fr
-
-
-def _close(fr: _Frame) -> tuple:
-    fs = _frames()
-    if fs and fs[-1] is fr:
-        fs.pop()
-    tree = (fr.h, fr.own, tuple(fr.kids))
-    if fs:
-        fs[-1].kids.append(tree)
-    return tree
-
-
-def _spend(cells: int) -> None:
-    """Charge ``cells`` to the innermost build in progress (and to the active budget)."""
-    fs = _frames()
-    if not fs:
-        return
-    fr = fs[-1]
-    fr.own += int(cells)
-    m = fr.meter
-    if m is not None:
-        m.used += int(cells)
-        if m.used > m.limit:
-            raise m.exceeded()
-
-
-def _reuse(tree) -> None:
-    """An automaton taken from a cache: charge what building it cost (once per budget)."""
-    if tree is None:
-        return
-    fs = _frames()
-    if fs:
-        fs[-1].kids.append(tree)
-    meter = getattr(_TLS, "meter", None)
-    if meter is None:
-        return
-    todo = [tree]
-    while todo:
-        h, own, kids = todo.pop()
-        if h is not None:
-            if h in meter.seen:
-                continue
-            meter.seen.add(h)
-        meter.used += own
-        todo.extend(kids)
-    if meter.used > meter.limit:
-        raise meter.exceeded()
-
-
-class _Record:
-    tree = None
-
-
-@contextmanager
-def recording():
-    """Record what the builds inside the block cost, for a cache of results derived from built
-    automata (``ir.Embed`` nodes): on a hit, :func:`replay` the recorded ``.tree`` so that the
-    budget is charged as if the cold path had run.  Using an embedded automaton is free (its
-    producer paid), so every process-wide cache of embedded nodes must do this."""
-    rec = _Record()
-    fr = _Frame(None, getattr(_TLS, "meter", None))
-    fs = _frames()
-    fs.append(fr)
-    try:
-        yield rec
-    finally:
-        if fs and fs[-1] is fr:
-            fs.pop()
-    rec.tree = (None, fr.own, tuple(fr.kids))
-    if fs:
-        fs[-1].kids.append(rec.tree)
-
-
-def replay(tree) -> None:
-    """Charge a tree recorded by :func:`recording` (or a built DFA's ``_work``) to the active
-    budget, each automaton once per budget, as building it would have."""
-    _reuse(tree)
-
-
-def _state_cap(limits: _Limits, k: int):
-    """``(max states, budget-bound?)`` for a construction of ``k`` classes in the current build."""
-    fs = _frames()
-    m = fs[-1].meter if fs else None
-    if m is None:
-        return limits.max_states, False
-    by_budget = max(m.left(), 0) // max(k, 1) + 1
-    return (by_budget, True) if by_budget < limits.max_states else (limits.max_states, False)
-
-
-def determinize(nfa: NFA, limits: _Limits):
+def determinize(nfa: NFA, limits: Limits):
     """Subset construction; returns ``(trans int32[n, k], acc bool[n], byte_class)``."""
     p = prepare(nfa)
     k = p.n_classes
@@ -346,7 +167,7 @@ def determinize(nfa: NFA, limits: _Limits):
     ctr = np.zeros(4, np.int64)
     mark = np.zeros(max(nfa.n, 1), np.int64)
     budget = _CHUNK if limits.deadline is not None else np.iinfo(np.int64).max
-    cap, by_budget = _state_cap(limits, k)
+    cap, by_budget = state_cap(limits, k)
     while True:
         st, trans, acc, set_ptr, pool, htab = kernels.subset_run(
             p.t_ptr, p.t_set, p.t_dst, p.sc_ptr, p.sc_cls, p.e_ptr, p.e_dst, p.important,
@@ -356,7 +177,7 @@ def determinize(nfa: NFA, limits: _Limits):
             break
         if st == kernels.ST_LIMIT:
             if by_budget:
-                raise _frames()[-1].meter.exceeded()
+                raise frames()[-1].meter.exceeded()
             raise limits.too_many("the subset construction")
         limits.check_time()
     n = int(ctr[0])
@@ -367,8 +188,8 @@ def _charset_fragment(cs: ir.CharSet) -> Fragment:
     frag = _CHARSET_CACHE.get(cs)
     if frag is None:
         nfa = charset_nfa(cs)
-        with _unmetered():
-            trans, acc, bc = determinize(nfa, _Limits(DEFAULT_MAX_STATES, None, DEFAULT_MAX_NFA_STATES))
+        with unmetered():
+            trans, acc, bc = determinize(nfa, Limits(DEFAULT_MAX_STATES, None, DEFAULT_MAX_NFA_STATES))
         dfa = canonical_dfa(trans, acc, bc)
         frag = dfa_fragment(dfa)
         _CHARSET_CACHE.put(cs, frag)
@@ -391,7 +212,8 @@ class _Key:
         return self.h == other.h and self.node == other.node
 
 
-def _build(node: ir.Node, limits: _Limits, minimize: bool = True) -> ByteDFA:
+def build_node(node: ir.Node, limits: Limits, minimize: bool = True) -> ByteDFA:
+    """The DFA of ``node`` under ``limits`` (minimal and cached unless ``minimize`` is False)."""
     if minimize and isinstance(node, ir.Embed) and is_canonical(node.dfa):
         # an embedded automaton is paid for by whoever built it (see WorkBudget): free here
         if node.dfa.n_states > limits.max_states:
@@ -401,49 +223,45 @@ def _build(node: ir.Node, limits: _Limits, minimize: bool = True) -> ByteDFA:
     if minimize:
         hit = _DFA_CACHE.get(key)
         if hit is not None:
-            _reuse(getattr(hit, "_work", None))
+            reuse(getattr(hit, "_work", None))
             if hit.n_states > limits.max_states:
                 raise limits.too_many("this automaton")
             return hit
     limits.check_time()
-    fr = _open(key.h if key is not None else None)
+    fr = open_frame(key.h if key is not None else None)
     try:
         dfa = _construct(node, limits, minimize)
     except BaseException:
-        fs = _frames()
-        if fs and fs[-1] is fr:
-            fs.pop()
+        abandon_frame(fr)
         raise
-    tree = _close(fr)
+    tree = close_frame(fr)
     dfa._work = tree  # what building it cost, charged again on every reuse (see WorkBudget)
     if minimize:
         _DFA_CACHE.put(key, dfa)
     return dfa
 
 
-def _construct(node: ir.Node, limits: _Limits, minimize: bool) -> ByteDFA:
+def _construct(node: ir.Node, limits: Limits, minimize: bool) -> ByteDFA:
     if isinstance(node, ir.Embed) and minimize:
-        d = node.dfa  # not canonical (see _build)
+        d = node.dfa  # not canonical (see build_node)
         if d.start == 0:
-            _spend(d.n_states * d.n_classes)
+            spend(d.n_states * d.n_classes)
             return canonical_dfa(d.transitions, d.accepting, d.byte_class)
         return _via_nfa(node, limits, minimize)
     if isinstance(node, ir.And) and minimize:
-        from .ops import _intersect
         if not node.items:
-            return _build(ir.Repeat(ir.ANY_CHAR, 0, None), limits)
-        dfa = _build(node.items[0], limits)
+            return build_node(ir.Repeat(ir.ANY_CHAR, 0, None), limits)
+        dfa = build_node(node.items[0], limits)
         for it in node.items[1:]:
-            dfa = _intersect(dfa, _build(it, limits), limits)
+            dfa = intersect_dfas(dfa, build_node(it, limits), limits)
         return dfa
     if isinstance(node, ir.Not) and minimize:
-        from .ops import _difference
-        return _difference(_build(ir.Repeat(ir.ANY_CHAR, 0, None), limits), _build(node.item, limits), limits)
+        return difference_dfas(build_node(ir.Repeat(ir.ANY_CHAR, 0, None), limits), build_node(node.item, limits), limits)
     if minimize and _tileable(node):
-        item = _build(node.item, limits)
+        item = build_node(node.item, limits)
         if _tile_fits(item, node, limits):
             t, a = _tile(item, node.min, node.max)
-            _spend(2 * t.shape[0] * t.shape[1])
+            spend(2 * t.shape[0] * t.shape[1])
             return canonical_dfa(t, a, item.byte_class)
     return _via_nfa(node, limits, minimize)
 
@@ -482,7 +300,7 @@ def _prefix_free(d: ByteDFA) -> bool:
     return d.start == 0 and bool(acc.any()) and not bool(acc[0]) and not bool((d.transitions[acc] >= 0).any())
 
 
-def _tile_fits(item: ByteDFA, node, limits: _Limits) -> bool:
+def _tile_fits(item: ByteDFA, node, limits: Limits) -> bool:
     """Can ``node`` (a tileable Repeat of ``item``) be tiled within the state limit?  (Past it, the
     NFA path reports whichever limit the plain construction meets first.)"""
     if not _prefix_free(item):
@@ -523,23 +341,23 @@ def _tile(d: ByteDFA, lo: int, hi):
 
 def _repeat_dfa(node, limits):
     """For the NFA builder: the DFA of a tileable Repeat node, or None (inline it as NFA)."""
-    if not _tileable(node) or not _tile_fits(_build(node.item, limits), node, limits):
+    if not _tileable(node) or not _tile_fits(build_node(node.item, limits), node, limits):
         return None
-    return _build(node, limits)
+    return build_node(node, limits)
 
 
 def _via_nfa(node, limits, minimize):
-    builder = Builder(lambda sub: _build(sub, limits), _charset_fragment, limits.max_nfa_states,
+    builder = Builder(lambda sub: build_node(sub, limits), _charset_fragment, limits.max_nfa_states,
                       repeat_dfa=lambda sub: _repeat_dfa(sub, limits),
                       subtree_min=_SUBTREE_MIN if minimize else None)
     nfa = builder.finish(node)
     limits.check_time()
     trans, acc, bc = determinize(nfa, limits)
-    _spend(nfa.n + trans.shape[0] * trans.shape[1])
+    spend(nfa.n + trans.shape[0] * trans.shape[1])
     limits.check_time()
     if not minimize:
         return trimmed_dfa(trans, acc, bc)
-    _spend(trans.shape[0] * trans.shape[1])
+    spend(trans.shape[0] * trans.shape[1])
     return canonical_dfa(trans, acc, bc)
 
 
@@ -556,7 +374,7 @@ def build_dfa(node: ir.Node, max_states: int = DEFAULT_MAX_STATES, time_limit: f
         raise TypeError(f"build_dfa expects an IR node, got {type(node).__name__}")
     if time_limit is not None:
         _warm_up()
-    return _build(node, _Limits(max_states, time_limit, max_nfa_states), minimize)
+    return build_node(node, Limits(max_states, time_limit, max_nfa_states), minimize)
 
 
 _WARM = False
@@ -570,16 +388,6 @@ def _warm_up() -> None:
         return
     ab = ir.CharSet.of([(0x61, 0x62), (0xE9, 0xE9)])
     node = ir.And((ir.Repeat(ab, 0, None), ir.Not(ir.literal("ab"))))
-    with _unmetered():
-        _build(node, _Limits(DEFAULT_MAX_STATES, None, DEFAULT_MAX_NFA_STATES), True)
+    with unmetered():
+        build_node(node, Limits(DEFAULT_MAX_STATES, None, DEFAULT_MAX_NFA_STATES), True)
     _WARM = True
-
-
-def dfa_from_regex(pattern: str, **kw) -> ByteDFA:
-    """Pattern text -> minimal ByteDFA (full-match semantics by default).
-
-    Same as :func:`structgen.frontends.regex.dfa_from_regex`: parse keywords (``flags``,
-    ``syntax``, ``anchored``) and build keywords (``max_states``, ``time_limit``, ...)."""
-    from ..frontends.regex import dfa_from_regex as _impl  # the front-end sits above this package
-
-    return _impl(pattern, **kw)

@@ -7,8 +7,10 @@ recursive parts) compiled against a vocabulary into exact token masks.
     m = cg.matcher()      # CFGMatcher: advance / rollback / fork / fill_bitmask / ...
 
 Modules: ``grammar`` (the CFG IR the front ends in :mod:`structgen.frontends` emit), ``terminals``
-(regex/IR -> DFA), ``earley`` (byte-stepped Earley kernels), ``mask`` (trie
-walks), ``cache`` (MaskCache: per-grammar mask parts, bounded), ``diskcache``
+(IR -> DFA), ``earley`` (byte-stepped Earley kernels), ``mask`` (the mask worklist, cache
+entries and the kernels' argument records), ``trie_walks`` (walks of the token trie),
+``run_budgets`` (states counting run characters), ``cache`` (MaskCache: per-grammar mask parts,
+bounded), ``diskcache``
 (Lark loading and lexer DFAs pickled per grammar under a user cache dir),
 ``engine`` (normalisation, tables, CompiledCFG), ``matcher`` (CFGMatcher).
 """

@@ -18,6 +18,7 @@ cache (old snapshots stay valid for their readers); ``clears`` counts those.
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 
@@ -28,10 +29,10 @@ class _Snapshot:
     __slots__ = ("ht_keys", "ht_vals", "ent_bl2", "ent_boff", "ent_bn", "bidx", "bval", "bl_off", "bl_nodes",
                  "bl_kb", "bl_kids", "bl_term", "bl_uoff", "bl_un", "cnt")
 
-    def arrays(self):
-        return (self.ht_keys, self.ht_vals, self.ent_bl2, self.ent_boff, self.ent_bn, self.bidx, self.bval,
-                self.bl_off, self.bl_nodes, self.bl_kb, self.bl_kids, self.bl_term, self.bl_uoff,
-                self.bl_un, self.cnt)
+    def arrays(self) -> mk.CacheArrays:
+        return mk.CacheArrays(self.ht_keys, self.ht_vals, self.ent_bl2, self.ent_boff, self.ent_bn, self.bidx,
+                              self.bval, self.bl_off, self.bl_nodes, self.bl_kb, self.bl_kids, self.bl_term,
+                              self.bl_uoff, self.bl_un, self.cnt)
 
     def nbytes(self) -> int:
         return sum(a.nbytes for a in self.arrays())
@@ -81,8 +82,9 @@ class MaskCache:
         self.actn = np.zeros(depth, np.int64)
         self.isb = np.zeros(depth, np.uint8)
 
-    def scratch(self):
-        return (self.scr_words, self.scr_nodes, self.lstack, self.nmark, self.nst, self.act, self.actn, self.isb)
+    def scratch(self) -> mk.FillScratch:
+        return mk.FillScratch(self.scr_words, self.scr_nodes, self.lstack, self.nmark, self.nst, self.act, self.actn,
+                              self.isb)
 
     def _empty(self) -> _Snapshot:
         s = _Snapshot()
@@ -141,8 +143,6 @@ class MaskCache:
         run in a background thread while matchers compute masks (there ``batch=1``: a matcher
         that needs the lock waits for one entry at most).  Stops when the cache is cleared
         (``max_bytes``).  Returns the number of entries computed."""
-        import time
-
         if seconds <= 0:
             return 0
         deadline = time.perf_counter() + seconds
@@ -175,8 +175,6 @@ class MaskCache:
     def _fill(self, engine, bls, gs, deadline, batch: int, epoch: int) -> int:
         """Compute the entries ``(bls, gs)`` in batches: the number computed, or ``-1 - that``
         when ``deadline`` stopped it or the cache was cleared since ``clears`` was ``epoch``."""
-        import time
-
         tb = engine.tables
         done = made = 0
         while done < gs.shape[0]:
@@ -192,8 +190,8 @@ class MaskCache:
                 # tokens -- an identifier, a CSV field -- costs milliseconds)
                 self.grow(w, engine.words, engine.trie.node_depth.shape[0])
                 k, st = mk.fill_entries(bls[done:done + batch], gs[done:done + batch], tb.trans, tb.gacc, tb.gout, tb.gterm,
-                                        tb.follow, *engine._trie_args, *w.arrays(), *self.scratch(),
-                                        *engine.free_lexer(), *engine.runs())
+                                        tb.follow, *engine.trie_arrays, *w.arrays(), *self.scratch(),
+                                        *engine.lexer_aids)
                 if st == mk.CACHE_FULL:
                     self.grow(w, engine.words, engine.trie.node_depth.shape[0])
                 elif st == mk.NODES_FULL:

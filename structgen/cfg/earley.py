@@ -32,7 +32,6 @@ retries (nothing is committed before a step succeeds).
 """
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
 
 OVERFLOW = -1

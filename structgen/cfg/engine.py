@@ -26,11 +26,15 @@ from numba import njit
 
 from ..automaton import ir
 from ..automaton.dfa import ByteDFA
-from ..errors import GrammarError, LimitExceeded
+from ..errors import GrammarError, LimitExceeded, StructgenError
+from ..index.slices import NO_SLICING, Slicing, char_runs
+from ..vocab.vocabulary import Vocabulary
 from . import diskcache
+from . import mask as mk
 from .cache import MaskCache
-from .grammar import CFG, trim
-from .terminals import build, literal_dfa as _literal_dfa
+from .grammar import CFG, literal_terminal, trim
+from .matcher import CFGMatcher
+from .terminals import build, literal_dfa as _literal_dfa, literal_set_dfa
 
 _START = "$start"
 _TRAIL = "$trail"
@@ -486,30 +490,28 @@ def _normalise(cfg: CFG, max_states: int):
         n.positions[_START] = cfg.positions[cfg.start]
     try:
         n = trim(n, empty)
-    except GrammarError as e:
+    except GrammarError:
         raise GrammarError(f"the grammar's language is empty: start rule {cfg.start!r} derives no finite "
                            f"sentence", *cfg.where(cfg.start)) from None
     return n, dfas
 
 
-_JSON_LEXER = None
-# JSON text lexically: whitespace, punctuation, strings, numbers, literals (RFC 8259)
-_JSON_TEXT = (r'(?:[ \t\n\r]|[{}\[\],:]|"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
-              r'|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null)*')
+_LEXEME_DFAS: dict = {}  # lexeme superset IR node -> (trans, accepting, prefix_trans)
+_LEXEME_LOCK = threading.Lock()
 
 
-def _json_lexer():
-    """``(trans, accepting, prefix_trans)`` of the minimal DFA of ``_JSON_TEXT`` (full 256-column
-    rows, start 0), built once per process; ``prefix_trans`` is the same table (trimmed: every
-    state is a prefix of JSON text)."""
-    global _JSON_LEXER
-    if _JSON_LEXER is None:
-        from .terminals import regex_to_ir
-
-        d = build(regex_to_ir(_JSON_TEXT))
+def lexeme_dfa(node: ir.Node):
+    """``(trans, accepting, prefix_trans)`` of the minimal DFA of ``node`` (a lexeme superset,
+    :attr:`structgen.index.slices.Slicing.lexemes`; full 256-column rows, start 0), built once
+    per process; ``prefix_trans`` is the same table (trimmed: every state is a prefix of a word)."""
+    hit = _LEXEME_DFAS.get(node)
+    if hit is None:
+        d = build(node)
         trans = np.ascontiguousarray(d.transitions[:, d.byte_class], dtype=np.int32)
-        _JSON_LEXER = (trans, d.accepting.astype(np.uint8), trans)
-    return _JSON_LEXER
+        hit = (trans, d.accepting.astype(np.uint8), trans)
+        with _LEXEME_LOCK:
+            hit = _LEXEME_DFAS.setdefault(node, hit)
+    return hit
 
 
 class CompiledCFG:
@@ -524,27 +526,32 @@ class CompiledCFG:
     one cache entry at most.  Worth it for a grammar compiled once and used many times
     (:func:`structgen.compile` gives Lark and GBNF grammars ``PREFILL_SECONDS``), not for a
     one-off JSON Schema, whose time to first mask it would lengthen.
+    ``slicing`` (:class:`~structgen.index.slices.Slicing`): its first slice is the character set
+    of the run tokens (:meth:`runs`), its ``lexemes`` a candidate free lexer
+    (:meth:`free_lexer`); masks do not depend on it.
     """
 
     def __init__(self, cfg: CFG, vocab, *, max_states: int = 100_000, max_lexer_states: int = 200_000,
-                 max_cache_bytes: int = 256 << 20, prefill_seconds: float = 0.0):
+                 max_cache_bytes: int = 256 << 20, prefill_seconds: float = 0.0, slicing: Slicing = NO_SLICING):
         _warm_up()
         t0 = time.perf_counter()
         self.cfg = cfg
         self.vocab = vocab
+        self.slicing = slicing
         norm, dfas = normalise(cfg, max_states)
         self.norm = norm
         self.tables = Tables(norm, dfas, max_lexer_states)
-        self._args = self.tables.args()
+        # the mask kernels' arguments (records of :mod:`.mask`; ``_args``/``_trie_args``: older spellings)
+        self.grammar_arrays = self._args = mk.GrammarArrays(*self.tables.args())
         trie = vocab.trie
         self.trie = trie
-        self._trie_args = (trie.node_byte, trie.node_depth, trie.node_end, trie.tok_ptr, trie.tok_ids)
+        self.trie_arrays = self._trie_args = mk.TrieArrays(trie.node_byte, trie.node_depth, trie.node_end,
+                                                           trie.tok_ptr, trie.tok_ids)
         self.words = (int(vocab.logits_width) + 31) // 32
         self.eos = np.asarray(vocab.eos_ids, np.int64)
         self._eos_set = set(self.eos.tolist())
         self.cache = MaskCache(trie, (int(vocab.logits_width) + 31) // 32, max_cache_bytes)
-        self.free_lexer()
-        self.runs()
+        self.lexer_aids = mk.LexerAids(*self.free_lexer(), *self.runs())  # built once: the same arrays every mask
         self.prefill_thread = None
         if prefill_seconds > 0:
             # the first part before returning, so that the first masks do not wait on the
@@ -564,30 +571,27 @@ class CompiledCFG:
         lexemes, ignoring the parser (built on first use).  Tokens below a boundary that
         it rejects can never be allowed, so :mod:`structgen.cfg.mask` leaves them out of
         the "everything below is allowed already" test.  Any DFA of a superset of those
-        prefixes is sound there (it only skips less): when every lexeme is JSON text (the
-        JSON Schema grammars) the fixed DFA of JSON lexical prefixes (:func:`_json_lexer`)
-        is used, checked by a product walk instead of a subset construction per grammar;
-        else the grammar's own DFA; one accepting every byte string when that is too large.
+        prefixes is sound there (it only skips less): when every lexeme is a word of the
+        compile options' lexeme superset (``slicing.lexemes``: JSON text for the JSON Schema
+        grammars) the fixed DFA of its prefixes (:func:`lexeme_dfa`) is used, checked by a
+        product walk instead of a subset construction per grammar; else the grammar's own DFA;
+        one accepting every byte string when that is too large.
 
         ``precise`` (default: ``mask.FREE_WALK_NODES > 0``) False: the one-state DFA accepting
         every byte string, without building anything.  The mask kernel walks the free lexer
         only below boundary lists whose children span at most ``FREE_WALK_NODES`` trie nodes;
         at 0 that never happens (a list is only made with a child), so a grammar's own DFA
         would be built (milliseconds: a subset construction over every terminal) for nothing."""
-        from . import mask as mk
-
         if precise is None:
             precise = mk.FREE_WALK_NODES > 0
         if not precise:
             return _ANY_BYTES
         fl = getattr(self, "_free_lexer", None)
         if fl is None:
-            from ..errors import StructgenError
-            from .mask import lexemes_within
-
             tb = self.tables
-            j = _json_lexer()
-            if len(tb.term_names) and lexemes_within(tb.trans, tb.gacc, tb.tstart, j[0], j[1], 0):
+            lex = self.slicing.lexemes
+            j = lexeme_dfa(lex) if lex is not None else None
+            if j is not None and len(tb.term_names) and mk.lexemes_within(tb.trans, tb.gacc, tb.tstart, j[0], j[1], 0):
                 trans = j[2]
             else:
                 nodes = [self.norm.terminals[t] for t in tb.term_names]
@@ -605,20 +609,17 @@ class CompiledCFG:
     def runs(self):
         """``(chain, cum, impure, u_trans, u_accept, u_start)`` for the mask kernel: per lexer
         state its run budget (``-2`` until computed, see :func:`structgen.cfg.mask.chain_budget`)
-        and the vocabulary's JSON-string character runs
-        (:func:`structgen.index.slices.json_string_runs`, built once per vocabulary)."""
+        and the vocabulary's character runs of the first slice of ``slicing``
+        (:func:`structgen.index.slices.char_runs`, built once per vocabulary; none without one)."""
         r = getattr(self, "_runs", None)
         if r is None:
-            from ..index.slices import json_string_runs
-
-            cr = json_string_runs(self.vocab)
+            sl = self.slicing.slices
+            cr = char_runs(self.vocab, sl[0].charset if sl else None)
             chain = np.full(self.tables.trans.shape[0], -2, np.int32)
             r = self._runs = (chain, cr.cum, cr.impure, cr.u_trans, cr.u_accept, np.int64(cr.u_start))
         return r
 
     def matcher(self):
-        from .matcher import CFGMatcher
-
         return CFGMatcher(self)
 
     def __repr__(self) -> str:
@@ -652,14 +653,13 @@ def _warm_up() -> None:
         _get_parser()
     except Exception:  # (a private helper: a Lark without it builds its parser on first use)
         pass
-    from ..vocab.vocabulary import Vocabulary
-    from ..frontends.lark import lark_to_cfg
-    from . import mask as mk
-    from .terminals import literal_set_dfa
-
     literal_set_dfa((ir.literal("ab"), ir.literal("b")))  # its minimiser's kernel (acyclic_blocks)
     vocab = Vocabulary.from_bytes([b"a", b"b", b"ab", b" ", b"ba ", b"a b", None], eos_ids=[6])
-    cg = CompiledCFG(lark_to_cfg('start: "a" NAME (" " NAME)*\nNAME: /[ab]+/'), vocab)
+    # start: "a" NAME (" " NAME)*  with  NAME: /[ab]+/
+    name = ir.repeat(ir.CharSet.of([(0x61, 0x62)]), 1, None)
+    cfg = CFG("start", {"start": [("A", "NAME", "rest")], "rest": [(), ("SP", "NAME", "rest")]},
+              {"A": literal_terminal("a"), "SP": literal_terminal(" "), "NAME": name})
+    cg = CompiledCFG(cfg, vocab)
     m = cg.matcher()
     for t in (0, 1, 3, 2):
         m.mask_words()

@@ -22,14 +22,32 @@ appended after the committed chart (never overwritten within a mask, so every
 prediction is computed once).  The union is exact: every lexing path of a token
 is a chain of lexemes, each starting at the previous one's boundary node.
 
-:func:`full_walk` is the slow reference: it steps the parser at every trie node.
+:func:`expand_mask` runs the worklist, :func:`lex_fill` computes a cache entry (with the trie walks
+of :mod:`.trie_walks` and the run budgets of :mod:`.run_budgets`), :func:`fill_entries` /
+:func:`or_roots` serve the cache's prefill and root bits;
+:func:`structgen.cfg.trie_walks.full_walk` is the slow reference: it steps the parser at every
+trie node.
+
+Kernel arguments come in named records (:class:`GrammarArrays`, :class:`TrieArrays`,
+:class:`CacheArrays`, :class:`FillScratch`, :class:`LexerAids`), splatted positionally: their
+field names are the kernels' parameter names, and :func:`check_kernel_orders` (run at import)
+checks that each kernel's parameter list is the concatenation its callers splat.  Positional
+arrays are what Numba dispatches fastest: a namedtuple argument costs a Python-level ``typeof``
+per field (3x the dispatch of 70 arrays), and a structref's constructor is compiled anew in every
+process (seconds), so neither is passed to the kernels themselves.
 """
 from __future__ import annotations
+
+import inspect
+from collections import namedtuple
 
 import numpy as np
 from numba import njit
 
-from .earley import predict_after, step_byte
+from . import earley
+from .earley import predict_after
+from .run_budgets import chain_budget, split_budget
+from .trie_walks import build_kids, sort_marked, union_walk, walk_kids, walk_split
 
 # expand_mask status codes
 OK = 0
@@ -77,281 +95,6 @@ def _sslot(keys, stamps, cur, key):
 
 
 @njit(cache=True, nogil=True)
-def _walk_range(lo, hi, items, set_off, fstack, comp, lvl_sets, lvl_fs, lvl_fn,
-                node_byte, node_depth, node_end, tok_ptr, tok_ids, words,
-                NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr,
-                trans, gacc, gout, gterm, tstart, mark, stampbox):
-    """Walk trie nodes ``lo..hi`` (a union of subtrees) from the level of their parents.
-
-    Level ``d`` (absolute trie depth) holds the state after the first d bytes:
-    ``lvl_sets[d]`` sets, frontier ``fstack[lvl_fs[d]:lvl_fs[d]+lvl_fn[d]]``.
-    Returns 0, or -1 on overflow.
-    """
-    i = lo
-    while i < hi:
-        d = node_depth[i]
-        a = lvl_fs[d - 1]
-        nin = lvl_fn[d - 1]
-        out = a + nin
-        res = step_byte(node_byte[i], items, set_off, lvl_sets[d - 1], fstack[a:out], nin, fstack[out:], comp,
-                        NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr,
-                        trans, gacc, gout, gterm, tstart, mark, stampbox)
-        nf, ns, acc = res
-        if nf < 0:
-            return -1
-        if nf == 0 and not acc:
-            i = node_end[i]
-            continue
-        for k in range(tok_ptr[i], tok_ptr[i + 1]):
-            t = tok_ids[k]
-            words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-        if nf == 0:
-            i = node_end[i]
-            continue
-        lvl_sets[d] = ns
-        lvl_fs[d] = out
-        lvl_fn[d] = nf
-        i += 1
-    return 0
-
-
-@njit(cache=True, nogil=True)
-def full_walk(lo, hi, n_sets, front, nfront, items, set_off, fstack, comp, lvl_sets, lvl_fs, lvl_fn,
-              node_byte, node_depth, node_end, tok_ptr, tok_ids, words,
-              NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr,
-              trans, gacc, gout, gterm, tstart, mark, stampbox):
-    """The exact walk of trie nodes ``lo..hi`` (children of the root) from a parse state."""
-    for q in range(nfront):
-        fstack[q, 0] = front[q, 0]
-        fstack[q, 1] = front[q, 1]
-    lvl_sets[0] = n_sets
-    lvl_fs[0] = 0
-    lvl_fn[0] = nfront
-    return _walk_range(lo, hi, items, set_off, fstack, comp, lvl_sets, lvl_fs, lvl_fn,
-                       node_byte, node_depth, node_end, tok_ptr, tok_ids, words,
-                       NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr,
-                       trans, gacc, gout, gterm, tstart, mark, stampbox)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _walk_kid(c, g, gacc, gout, trans, node_byte, node_depth, node_end, tok_ptr, tok_ids, stack, words,
-              out_nodes, nb, nmark, nstamp, impure, skip):
-    """A lexeme in lexer state ``g`` after the byte of trie node ``c``: set the bits of the
-    tokens it keeps alive below (and at) ``c``, append the boundary nodes (the lexeme accepts
-    there and the subtree goes on; each once per ``nstamp``) to ``out_nodes[nb:]``.  With
-    ``skip``, subtrees without an ``impure`` token are left out (the caller has their bits).
-    Returns the new ``nb``, or -1 when ``out_nodes`` is full."""
-    if skip and impure[c] == 0:
-        return nb
-    i = c
-    hi = node_end[c]
-    d = node_depth[c]
-    while True:
-        for k in range(tok_ptr[i], tok_ptr[i + 1]):
-            t = tok_ids[k]
-            words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-        if gacc[g] and node_end[i] > i + 1 and nmark[i] != nstamp:
-            if nb >= out_nodes.shape[0]:
-                return -1
-            nmark[i] = nstamp
-            out_nodes[nb] = i
-            nb += 1
-        if gout[g]:
-            stack[d] = g
-            i += 1
-        else:
-            i = node_end[i]
-        while i < hi:
-            d = node_depth[i]
-            g = trans[stack[d - 1], node_byte[i]]
-            if g >= 0 and not (skip and impure[i] == 0):
-                break
-            i = node_end[i]
-        if i >= hi:
-            return nb
-
-
-@njit(cache=True, nogil=True)
-def walk_kids(kids, kb, g0, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
-              stack, words, out_nodes, nmark, nstamp, impure, skip):
-    """Case 1 by byte buckets: a lexeme in lexer state ``g0`` starting at a boundary node
-    whose children are ``kids`` (grouped by byte: bucket ``x`` is ``kids[kb[x]:kb[x + 1]]``).
-    Only the buckets of bytes ``g0`` can take are visited.  Writes the tokens kept alive to
-    ``words`` and the new boundary nodes (unique, unsorted) to ``out_nodes``; returns their
-    number, or -1 when ``out_nodes`` is too small.  ``impure``/``skip``: see :func:`_walk_kid`."""
-    return _walk_buckets(kids, kb, g0, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
-                         stack, words, out_nodes, nmark, nstamp, impure, np.full(256, skip, np.uint8))
-
-
-@njit(cache=True, nogil=True)
-def _walk_buckets(kids, kb, g0, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
-                  stack, words, out_nodes, nmark, nstamp, impure, skip):
-    """:func:`walk_kids` with ``skip`` per first byte (``skip[x]`` for bucket ``x``)."""
-    nb = 0
-    for x in range(256):
-        lo = kb[x]
-        hi = kb[x + 1]
-        if lo == hi:
-            continue
-        g = trans[g0, x]
-        if g < 0:
-            continue
-        for q in range(lo, hi):
-            nb = _walk_kid(kids[q], g, gacc, gout, trans, node_byte, node_depth, node_end, tok_ptr, tok_ids,
-                           stack, words, out_nodes, nb, nmark, nstamp, impure, skip[x] != 0)
-            if nb < 0:
-                return -1
-    return nb
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _add_state(act, d, n, t):
-    """Add lexer state ``t`` (-1: none) to the set ``act[d, :n]`` unless there; the new size.
-    The set never outgrows its row: at depth d at most d + 1 lexemes are in progress."""
-    if t < 0:
-        return n
-    for z in range(n):
-        if act[d, z] == t:
-            return n
-    act[d, n] = t
-    return n + 1
-
-
-@njit(cache=True, nogil=True)
-def union_walk(u, fb, g0, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
-               nmark, bstamp, act, actn, isb, words, out_nodes):
-    """Case 1 from every node of the sorted boundary list ``u`` at once (``nmark[n] ==
-    bstamp`` marks its nodes): one pass over the union of their subtrees carrying, per
-    node, the set of lexer states of the lexemes started at boundary ancestors, so nested
-    boundaries (every prefix of an identifier) do not walk the same subtree again.  Lexemes
-    start only at children whose byte ``x`` has ``fb[x]``.
-    Writes the tokens kept alive to ``words`` and the new boundary nodes (sorted, unique)
-    to ``out_nodes``; returns their number, or -1 when ``out_nodes`` is too small.
-    ``act[d]`` / ``actn[d]`` / ``isb[d]``: the state set at depth ``d`` of the current path
-    and whether that node is a boundary."""
-    nu = u.shape[0]
-    nb = 0
-    k = 0
-    while k < nu:
-        r = u[k]
-        k += 1
-        hi = node_end[r]
-        d0 = node_depth[r]
-        actn[d0] = 0
-        isb[d0] = 1
-        i = r + 1
-        while i < hi:
-            d = node_depth[i]
-            x = node_byte[i]
-            pd = d - 1
-            n = 0
-            for q in range(actn[pd]):
-                n = _add_state(act, d, n, trans[act[pd, q], x])
-            if isb[pd] and fb[x]:
-                n = _add_state(act, d, n, trans[g0, x])
-            bnd = nmark[i] == bstamp
-            if bnd:
-                k += 1
-            if n > 0:
-                for p in range(tok_ptr[i], tok_ptr[i + 1]):
-                    t = tok_ids[p]
-                    words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-                if node_end[i] > i + 1:
-                    for z in range(n):
-                        if gacc[act[d, z]]:
-                            if nb >= out_nodes.shape[0]:
-                                return -1
-                            out_nodes[nb] = i
-                            nb += 1
-                            break
-                m = 0
-                for z in range(n):
-                    s = act[d, z]
-                    if gout[s]:
-                        act[d, m] = s
-                        m += 1
-                n = m
-            actn[d] = n
-            isb[d] = bnd
-            if n == 0 and not bnd:
-                # nothing walks through i: go to the next boundary inside its subtree, if any
-                e = node_end[i]
-                if k < nu and u[k] < e:
-                    j = u[k]
-                    for dd in range(d, node_depth[j]):
-                        actn[dd] = 0
-                        isb[dd] = 0
-                    i = j
-                else:
-                    i = e
-                continue
-            i += 1
-    return nb
-
-
-@njit(cache=True, nogil=True)
-def build_kids(u, fb, node_byte, node_end, kids, kb):
-    """The children of the nodes ``u`` whose byte ``x`` has ``fb[x]`` (the bytes a next lexeme
-    can start with), grouped by byte: ``kids[kb[x]:kb[x + 1]]`` (``kb`` relative to ``kids[0]``,
-    257 entries).  ``u`` is compacted in place to the nodes that keep a child.  Returns
-    ``(nodes kept, children)``; ``(-1, -1)`` when ``kids`` is too small."""
-    cnt = np.zeros(257, np.int64)
-    w = 0
-    for q in range(u.shape[0]):
-        n = u[q]
-        c = n + 1
-        e = node_end[n]
-        kept = False
-        while c < e:
-            x = np.int64(node_byte[c])
-            if fb[x]:
-                cnt[x + 1] += 1
-                kept = True
-            c = node_end[c]
-        if kept:
-            u[w] = n
-            w += 1
-    for x in range(256):
-        cnt[x + 1] += cnt[x]
-    if cnt[256] > kids.shape[0]:
-        return -1, -1
-    for x in range(257):
-        kb[x] = cnt[x]
-    for q in range(w):
-        n = u[q]
-        c = n + 1
-        e = node_end[n]
-        while c < e:
-            x = np.int64(node_byte[c])
-            if fb[x]:
-                kids[cnt[x]] = c
-                cnt[x] += 1
-            c = node_end[c]
-    return w, kb[256]
-
-
-@njit(cache=True, nogil=True)
-def sort_marked(nodes, nb, nmark, stamp, out):
-    """``nodes[:nb]`` (distinct, all with ``nmark == stamp``) sorted into ``out``: by a scan of
-    the marks between their minimum and maximum when they are many, else by sorting."""
-    if nb < 4096:
-        out[:nb] = np.sort(nodes[:nb])
-        return
-    lo = nodes[0]
-    hi = nodes[0]
-    for q in range(nb):
-        if nodes[q] < lo:
-            lo = nodes[q]
-        if nodes[q] > hi:
-            hi = nodes[q]
-    p = 0
-    for n in range(lo, hi + 1):
-        if nmark[n] == stamp:
-            out[p] = n
-            p += 1
-
-
-@njit(cache=True, nogil=True)
 def rehash(keys, vals, new_keys, new_vals):
     """Insert the live entries of one hash table (see :func:`_slot`) into a larger empty one."""
     for s in range(keys.shape[0]):
@@ -376,188 +119,6 @@ def _append_bits(scr_words, bidx, bval, p):
             bval[p] = scr_words[w]
             p += 1
     return p
-
-
-@njit(cache=True, nogil=True)
-def _char_step(c, trans, gacc, u_trans, u_acc, u0, pd, pu):
-    """Where one character of the run character set takes lexer state ``c``: the state
-    every character leads to, -1 when every one dies, -2 when they disagree (or the lexeme
-    could end inside a character)."""
-    return _char_rest(c, u0, trans, gacc, u_trans, u_acc, pd, pu)
-
-
-@njit(cache=True, nogil=True)
-def _char_rest(c, u, trans, gacc, u_trans, u_acc, pd, pu):
-    """:func:`_char_step` from lexer state ``c`` with the character automaton in state ``u``
-    (part of a character read): where the rest of every character leads."""
-    out = -3
-    pd[0] = c
-    pu[0] = u
-    n = 1
-    head = 0
-    while head < n:
-        ds = pd[head]
-        us = pu[head]
-        head += 1
-        for b in range(256):
-            un = u_trans[us, b]
-            if un < 0:
-                continue
-            dn = trans[ds, b]
-            if dn < 0:
-                res = -1
-            elif u_acc[un]:
-                res = dn
-            else:
-                if gacc[dn]:
-                    return -2
-                seen = False
-                for q in range(n):
-                    if pd[q] == dn and pu[q] == un:
-                        seen = True
-                        break
-                if not seen:
-                    if n == pd.shape[0]:
-                        return -2
-                    pd[n] = dn
-                    pu[n] = un
-                    n += 1
-                continue
-            if out == -3:
-                out = res
-            elif out != res:
-                return -2
-    return out
-
-
-@njit(cache=True, nogil=True)
-def chain_budget(g, trans, gacc, u_trans, u_acc, u0, maxc, chain):
-    """``chain[g]``: the number ``r`` of run characters (up to ``maxc``) lexer state ``g``
-    takes when every character of the set moves it alike -- through non-accepting states,
-    one after another, until all die (a counted repetition, ``r`` left) or forever (a loop,
-    ``maxc``) -- so that a token made only of run characters is allowed from ``g`` exactly
-    when it has at most ``r`` of them; -1 when that does not hold.  Fills ``chain`` for the
-    states met on the way where the value is exact."""
-    if chain[g] != -2:
-        return chain[g]
-    pd = np.empty(64, np.int32)
-    pu = np.empty(64, np.int32)
-    path = np.empty(maxc + 2, np.int32)
-    c = g
-    r = maxc
-    n = 0
-    for k in range(maxc + 1):
-        path[n] = c
-        n += 1
-        nxt = _char_step(c, trans, gacc, u_trans, u_acc, u0, pd, pu)
-        if nxt == -2:
-            chain[g] = -1
-            return -1
-        if nxt == -1:
-            r = k
-            for q in range(n):  # exact for every state of the chain
-                chain[path[q]] = r - q
-            return r
-        if gacc[nxt]:
-            chain[g] = -1
-            return -1
-        if nxt == c:  # a loop: unbounded
-            for q in range(n):
-                chain[path[q]] = maxc
-            return maxc
-        c = nxt
-    chain[g] = maxc  # alive past the longest run token
-    return maxc
-
-
-@njit(cache=True, nogil=True)
-def first_byte_budgets(g, trans, gacc, u_trans, u_acc, u0, maxc, chain, vals):
-    """Per first byte ``x``, ``vals[x]``: -3 when no run character starts with ``x``; else,
-    when every run character starting with ``x`` takes lexer state ``g`` alike -- through
-    non-accepting states to one state ``f`` -- the number of run characters a token starting
-    with one of them may have (``1 +`` :func:`chain_budget` of ``f``, at most ``maxc``; 0 when
-    they all die), so that such a token made only of run characters is allowed from ``g``
-    exactly when it has at most ``vals[x]`` of them; -1 when that does not hold."""
-    pd = np.empty(64, np.int32)
-    pu = np.empty(64, np.int32)
-    for x in range(256):
-        un = u_trans[u0, x]
-        if un < 0:
-            vals[x] = -3
-            continue
-        dn = trans[g, x]
-        if dn < 0:
-            vals[x] = 0
-            continue
-        if u_acc[un]:
-            f = dn
-        elif gacc[dn]:
-            f = -2
-        else:
-            f = _char_rest(dn, un, trans, gacc, u_trans, u_acc, pd, pu)
-        if f == -1:
-            vals[x] = 0
-        elif f < 0 or gacc[f]:
-            vals[x] = -1
-        else:
-            r = chain_budget(f, trans, gacc, u_trans, u_acc, u0, maxc, chain)
-            vals[x] = -1 if r < 0 else min(r + 1, maxc)
-
-
-@njit(cache=True, nogil=True)
-def split_budget(g, trans, gacc, u_trans, u_acc, u0, maxc, chain, kb, kids, node_end, tok_ptr, full):
-    """For a root walk from a lexer state that run characters do not all move alike
-    (:func:`chain_budget` -1): the budget ``R`` shared by the first bytes that hold most of
-    the vocabulary (:func:`first_byte_budgets`), so that the run tokens starting with those
-    come from the per-vocabulary table (``cum[R]``) and only the others need a full walk:
-    ``full[x] = 1`` for the first bytes whose subtrees must be walked in full (their run
-    tokens are not those of ``cum[R]``).  -1 (``full`` untouched) when that would not save
-    at least half of the walk."""
-    vals = np.empty(256, np.int64)
-    first_byte_budgets(g, trans, gacc, u_trans, u_acc, u0, maxc, chain, vals)
-    tk = np.zeros(256, np.int64)  # tokens below each first byte's children
-    gain = np.zeros(maxc + 1, np.int64)
-    base = 0
-    total = 0
-    for x in range(256):
-        if vals[x] == -3:
-            continue
-        for q in range(kb[x], kb[x + 1]):
-            c = kids[q]
-            tk[x] += tok_ptr[node_end[c]] - tok_ptr[c]
-        # cost of a bucket outside the shared budget: clear its bits, walk it (a dying one: clear)
-        w = tk[x] if vals[x] == 0 else 2 * tk[x]
-        total += w
-        if vals[x] != 0:
-            base += 2 * tk[x]
-        if vals[x] >= 0:
-            gain[vals[x]] += w
-    best = 0
-    for v in range(maxc + 1):
-        if gain[v] > gain[best]:
-            best = v
-    if 2 * (total - gain[best]) >= base:
-        return -1
-    for x in range(256):
-        full[x] = 1 if (vals[x] != -3 and vals[x] != best) else 0
-    return best
-
-
-@njit(cache=True, nogil=True)
-def walk_split(kids, kb, g0, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
-               stack, words, out_nodes, nmark, nstamp, impure, full):
-    """:func:`walk_kids` with ``skip`` for the buckets of bytes ``x`` without ``full[x]``; the
-    buckets with ``full[x]`` are first cleared in ``words`` (every token below their
-    children), then walked in full."""
-    for x in range(256):
-        if full[x]:
-            for q in range(kb[x], kb[x + 1]):
-                c = kids[q]
-                for k in range(tok_ptr[c], tok_ptr[node_end[c]]):
-                    t = tok_ids[k]
-                    words[t >> 5] &= ~(np.uint32(1) << np.uint32(t & 31))
-    return _walk_buckets(kids, kb, g0, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
-                         stack, words, out_nodes, nmark, nstamp, impure, 1 - full)
 
 
 @njit(cache=True, nogil=True)
@@ -608,8 +169,8 @@ def lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, nod
     free lexer ``ftrans``, parser ignored): a superset of what lexemes starting
     there can allow, so :func:`expand_mask` skips a list once they are all allowed.
 
-    Root walks (list 0) from states inside a JSON string take the tokens made only of
-    string characters ("run tokens") from the per-vocabulary table ``cum`` by length and
+    Root walks (list 0) from states inside a run (a quoted string: the run character set) take
+    the tokens made only of run characters ("run tokens") from the per-vocabulary table ``cum`` by length and
     skip the subtrees that hold nothing else: for every first byte when the state counts
     characters alike (:func:`chain_budget`), else for the first bytes that share one budget
     (:func:`split_budget`: a key other than the declared ones after a prefix of some of
@@ -645,7 +206,7 @@ def lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, nod
         if nb < 0:
             return -2
     else:
-        # a root walk from a state counting run characters (inside a JSON string): the run
+        # a root walk from a state counting run characters (inside a quoted string): the run
         # tokens' bits come from the per-vocabulary table, the walk skips their subtrees
         skip = False
         split = False
@@ -1002,3 +563,45 @@ def lexemes_within(trans, gacc, tstart, jtrans, jacc, j0):
                 stack[top, 1] = u
                 top += 1
     return True
+
+
+# ------------------------------------------------------------------ kernel argument records
+#: The grammar's flat tables (:meth:`structgen.cfg.engine.Tables.args`; names as in :mod:`.earley`).
+GrammarArrays = namedtuple("GrammarArrays", "NN dr_next dr_lhs nt_ptr nt_dr0 nullable final_dr trans gacc gout gterm "
+                                            "tstart")
+#: The vocabulary's DFS-flattened token trie (:class:`structgen.vocab.trie.TokenTrie`).
+TrieArrays = namedtuple("TrieArrays", "node_byte node_depth node_end tok_ptr tok_ids")
+#: The pools and hash table of a cache snapshot (:class:`structgen.cfg.cache.MaskCache`).
+CacheArrays = namedtuple("CacheArrays", "ht_keys ht_vals ent_bl2 ent_boff ent_bn bidx bval bl_off bl_nodes bl_kb "
+                                        "bl_kids bl_term bl_uoff bl_un cnt")
+#: The scratch of a cache fill (used under the cache's lock).
+FillScratch = namedtuple("FillScratch", "scr_words scr_nodes lstack nmark nst act actn isb")
+#: Per grammar: the free lexer and the run tables
+#: (:meth:`~structgen.cfg.engine.CompiledCFG.free_lexer`, :meth:`~structgen.cfg.engine.CompiledCFG.runs`).
+LexerAids = namedtuple("LexerAids", "ftrans facc fout chain cum impure u_trans u_acc u0")
+
+#: What callers splat into each kernel, in order: records and lists of single parameters.
+KERNEL_ORDERS = {
+    "earley.step_bytes": ("data items set_off n_sets front nfront fbuf comp", GrammarArrays, "mark stampbox"),
+    "expand_mask": ("front nfront n_sets items set_off", GrammarArrays, "mark stampbox", TrieArrays, CacheArrays,
+                    "follow fill root_done", FillScratch, LexerAids,
+                    "words estamp bstamp work ptask vkeys vstamp pkeys pstamp pval predbuf"),
+    "lex_fill": ("bl g trans gacc gout gterm follow", TrieArrays, CacheArrays, FillScratch, LexerAids),
+    "fill_entries": ("bls gs trans gacc gout gterm follow", TrieArrays, CacheArrays, FillScratch, LexerAids),
+}
+
+
+def check_kernel_orders() -> None:
+    """Raise AssertionError when a kernel's parameters are not the concatenation of
+    :data:`KERNEL_ORDERS` (a record reordered, a parameter added on one side only)."""
+    for name, parts in KERNEL_ORDERS.items():
+        want = []
+        for part in parts:
+            want += part.split() if isinstance(part, str) else list(part._fields)
+        kernel = getattr(earley, name.split(".")[1]) if name.startswith("earley.") else globals()[name]
+        have = list(inspect.signature(kernel.py_func).parameters)
+        if have != want:
+            raise AssertionError(f"mask.{name} takes {have}, its callers pass {want}")
+
+
+check_kernel_orders()

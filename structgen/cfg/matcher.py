@@ -122,7 +122,7 @@ class CFGMatcher(Matcher, ByteStateView):
                 continue
             st, ns, nf, which, acc = earley.step_bytes(
                 data, self._items, self._set_off, self._n_sets, self._front, self._front.shape[0],
-                self._fbuf, self._comp, *self.engine._args, self._mark, self._stamp)
+                self._fbuf, self._comp, *self.engine.grammar_arrays, self._mark, self._stamp)
             if st >= 0:
                 return st, ns, self._fbuf[which, :nf].copy(), bool(acc)
             self._grow()
@@ -257,10 +257,10 @@ class CFGMatcher(Matcher, ByteStateView):
             if self._bstamp.shape[0] < snap.bl_off.shape[0]:
                 self._bstamp = np.zeros(snap.bl_off.shape[0], np.int64)
             front = self._front
-            st = mk.expand_mask(front, front.shape[0], self._n_sets, self._items, self._set_off, *e._args,
-                                self._mark, self._stamp, *e._trie_args, *snap.arrays(), e.tables.follow,
-                                fill, root_done,
-                                *cache.scratch(), *e.free_lexer(), *e.runs(),
+            # records in the order mask.KERNEL_ORDERS["expand_mask"] names (checked at import)
+            st = mk.expand_mask(front, front.shape[0], self._n_sets, self._items, self._set_off, *e.grammar_arrays,
+                                self._mark, self._stamp, *e.trie_arrays, *snap.arrays(), e.tables.follow,
+                                fill, root_done, *cache.scratch(), *e.lexer_aids,
                                 words, self._estamp, self._bstamp, self._work, self._ptask, self._vkeys, self._vstamp,
                                 self._pkeys, self._pstamp, self._pval, self._predbuf)
             if st == mk.SCRATCH_FULL:

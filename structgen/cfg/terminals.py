@@ -1,47 +1,22 @@
-"""Terminals: regex text -> regular IR, and IR -> trimmed ByteDFA.
+"""Terminals: IR -> trimmed ByteDFA.
 
-Thin wrappers over the project's ``structgen.frontends.regex.parse_regex`` and
-``structgen.automaton.build.build_dfa``, plus the translation of Lark's common
-terminals that rely on lazy quantifiers or lookbehind.
+``build`` wraps :func:`structgen.automaton.build.build_dfa` with direct constructions for the
+terminals most grammars are made of: literals and chains of ASCII classes (:func:`literal_dfa`)
+and unions of literals (:func:`literal_set_dfa`).  Regex text is the front ends' business
+(:func:`structgen.frontends.lark.regex_to_ir`).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..automaton import ir
+from ..automaton.build import build_dfa
 from ..automaton.dfa import ByteDFA
-from ..errors import RegexError, Unsupported
-
-# Lark's common terminals whose regexes use lazy quantifiers or lookbehind (which
-# only mean something under "first match" semantics) mapped to the regular
-# language they match under Lark's dynamic lexer.
-KNOWN_PATTERNS = {
-    # '"' content up to the first '"' preceded by an even run of backslashes; no newlines
-    '".*?(?<!\\\\)(\\\\\\\\)*?"': r'"(?:[^"\\\n]|\\[^\n])*"',
-    # /* ... */ up to the first */
-    "/\\*(.|\\n)*?\\*/": r"/\*(?:[^*]|\*+[^*/])*\*+/",
-    "/\\*(.|\n)*?\\*/": r"/\*(?:[^*]|\*+[^*/])*\*+/",
-}
-
-
-def regex_to_ir(pattern: str, where: str = "") -> ir.Node:
-    """The IR of a Python-syntax regex (inline flags such as ``(?i:...)`` allowed)."""
-    pattern = KNOWN_PATTERNS.get(pattern, pattern)
-    from ..frontends.regex import parse_regex
-
-    try:
-        return parse_regex(pattern)
-    except Unsupported as e:
-        raise Unsupported(f"terminal regex /{pattern}/: {e.message}", where or e.where) from None
-    except RegexError as e:
-        raise RegexError(f"{e.message} (terminal {where})" if where else e.message, pattern, e.pos) from None
-
+from ..automaton.minimize import canonical_acyclic_dfa
 
 def build(node: ir.Node, max_states: int = 100_000) -> ByteDFA:
     """A trimmed ByteDFA for ``node`` (a literal, or a union of literals, directly: keywords and
     operators are most of a grammar's terminals)."""
-    from ..automaton.build import build_dfa
-
     d = literal_dfa(node.items if isinstance(node, ir.Seq) else (node,))
     if d is None and isinstance(node, ir.Alt):
         d = literal_set_dfa(node.items, max_states)
@@ -55,8 +30,6 @@ def literal_set_dfa(items, max_states: int = 100_000):
     minimised bottom-up: the builder's result (same arrays), without the subset construction and
     the per-character fragments it builds for each new CharSet (a quarter of a millisecond or
     more per terminal)."""
-    from ..automaton.minimize import canonical_acyclic_dfa
-
     words = []
     for it in items:
         seq = it.items if isinstance(it, ir.Seq) else (it,)

@@ -15,10 +15,35 @@ from __future__ import annotations
 import re
 import threading
 
+from ..automaton import ir
 from ..errors import GrammarError, RegexError, Unsupported
 from ..cfg import diskcache
 from ..cfg.grammar import CFG, literal_terminal
-from ..cfg.terminals import regex_to_ir
+from .regex import parse_regex
+
+
+# Lark's common terminals whose regexes use lazy quantifiers or lookbehind (which
+# only mean something under "first match" semantics) mapped to the regular
+# language they match under Lark's dynamic lexer.
+KNOWN_PATTERNS = {
+    # '"' content up to the first '"' preceded by an even run of backslashes; no newlines
+    '".*?(?<!\\\\)(\\\\\\\\)*?"': r'"(?:[^"\\\n]|\\[^\n])*"',
+    # /* ... */ up to the first */
+    "/\\*(.|\\n)*?\\*/": r"/\*(?:[^*]|\*+[^*/])*\*+/",
+    "/\\*(.|\n)*?\\*/": r"/\*(?:[^*]|\*+[^*/])*\*+/",
+}
+
+
+def regex_to_ir(pattern: str, where: str = "") -> ir.Node:
+    """The IR of a Python-syntax regex (inline flags such as ``(?i:...)`` allowed)."""
+    pattern = KNOWN_PATTERNS.get(pattern, pattern)
+    try:
+        return parse_regex(pattern)
+    except Unsupported as e:
+        raise Unsupported(f"terminal regex /{pattern}/: {e.message}", where or e.where) from None
+    except RegexError as e:
+        raise RegexError(f"{e.message} (terminal {where})" if where else e.message, pattern, e.pos) from None
+
 
 
 def _line_col_of(text: str, name: str, definition: bool = False):

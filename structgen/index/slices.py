@@ -1,28 +1,59 @@
 """Vocabulary slices: precomputed masks for states that loop on a whole character set.
 
-Inside a free JSON string a DFA state returns to itself on every character
-except ``"``, ``\\`` and control characters, so roughly 120k of Llama-3's 128k
-tokens are allowed there and all lead back to the same state.  Walking the
-whole trie for such a state costs about 2 ms on first visit.  A *slice* is
-the set of normal tokens whose bytes are whole UTF-8 characters from one
-character set X, with its bitmask precomputed once per vocabulary and a trie
-of the remaining tokens.  For a state that maps every character of X back to
-itself (checked exactly on the byte DFA), the mask is the slice's bits OR a
-walk of the much smaller remaining trie — the same set, exactly, at a tenth of
-the cost.  The idea is llguidance's "slicer"; the exactness test here is a
-product walk of the state with the UTF-8 automaton of X.
+A *slice* is the set of normal tokens whose bytes are whole UTF-8 characters from one character
+set X, with its bitmask precomputed once per vocabulary and a trie of the remaining tokens.  A
+state that returns to itself on every character of a large X (inside a quoted string, roughly
+120k of Llama-3's 128k tokens are allowed and all lead back to it) would cost a walk of the
+whole trie (about 2 ms on first visit); when it maps every character of X back to itself
+(checked exactly on the byte DFA: a product walk of the state with the UTF-8 automaton of X),
+its mask is the slice's bits OR a walk of the much smaller remaining trie -- the same set,
+exactly, at a tenth of the cost.  The idea is llguidance's "slicer".
+
+Which slices exist is not decided here: whoever compiles hands a :class:`Slicing` (a list of
+:class:`SliceDef`, each a character set, plus an optional lexeme superset for the grammar
+engine's free lexer) to :class:`~structgen.index.token_dfa.TokenDFA` and to the grammar engine;
+the JSON front end configures one (:mod:`structgen.frontends.json_schema.slicing`), the compiler
+a default.  Results are cached per (vocabulary, character set).
+
+:class:`CharRuns` is the grammar engine's form of a slice: the same tokens indexed by character
+count, for lexer states that count characters of X (a string with a maximum length).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
 
 from ..automaton import ir
+from ..automaton.build import build_dfa
 from ..kernels.bitmask import bitmask_words, set_bits
 from ..vocab.trie import TokenTrie
 
-#: Characters a JSON string holds without escaping.
-JSON_STRING_CHARS = ir.CharSet.of([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0xD7FF), (0xE000, 0x10FFFF)])
+
+@dataclass(frozen=True)
+class SliceDef:
+    """One slice: the tokens made of whole characters of ``charset``.  Kept for a vocabulary only
+    when it holds at least ``min_share`` of the normal tokens (a small slice does not pay off)."""
+
+    charset: ir.CharSet
+    min_share: float = 0.25
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Slicing:
+    """The vocabulary slices a compilation may use (tried in order; the first is also the grammar
+    engine's run character set, see :class:`CharRuns`), and ``lexemes``: None, or a regular
+    language (IR) containing every sequence of lexemes of the grammars it is given to, whose
+    prefix DFA the grammar engine may use as its free lexer (checked, never trusted).
+    Neither changes a mask, only how fast it is computed."""
+
+    slices: tuple = ()
+    lexemes: ir.Node | None = None
+
+
+NO_SLICING = Slicing()
 
 _SLICES: dict = {}
 
@@ -133,8 +164,6 @@ class VocabSlice:
     """The tokens of ``vocab`` made of whole characters of ``charset`` (see module doc)."""
 
     def __init__(self, vocab, charset: ir.CharSet):
-        from ..automaton.build import build_dfa
-
         self.charset = charset
         los = np.array([a for a, _ in charset.ranges], dtype=np.int64)
         his = np.array([b for _, b in charset.ranges], dtype=np.int64)
@@ -154,14 +183,29 @@ class VocabSlice:
         return int(self.tokens.size)
 
 
-def json_string_slice(vocab) -> VocabSlice | None:
-    """The JSON-string-body slice of ``vocab`` (cached per vocabulary), or None when
-    it is too small to pay off."""
-    key = vocab.fingerprint
+def vocab_slice(vocab, sdef: SliceDef) -> VocabSlice | None:
+    """The slice ``sdef`` of ``vocab`` (cached per vocabulary and character set), or None when
+    it holds less than ``sdef.min_share`` of the normal tokens."""
+    key = (vocab.fingerprint, sdef.charset)
     if key not in _SLICES:
-        sl = VocabSlice(vocab, JSON_STRING_CHARS)
-        _SLICES[key] = sl if sl.size * 4 >= int(vocab.is_normal.sum()) else None
-    return _SLICES[key]
+        _SLICES[key] = VocabSlice(vocab, sdef.charset)
+    sl = _SLICES[key]
+    return sl if sl.size >= sdef.min_share * int(vocab.is_normal.sum()) else None
+
+
+def may_loop_on(trans: np.ndarray, byte_class: np.ndarray, charset: ir.CharSet) -> bool:
+    """Can some state of the DFA (``trans[state, class]``) map every character of ``charset``
+    back to itself?  A necessary condition, cheap (numpy over the states): every ASCII member
+    of ``charset`` loops there.  False spares building a slice that no state would use."""
+    ascii_ = [b for lo, hi in charset.ranges if lo < 0x80 for b in range(lo, min(hi, 0x7F) + 1)]
+    if not ascii_:
+        return True
+    cand = np.arange(trans.shape[0], dtype=trans.dtype)
+    for c in np.unique(np.asarray(byte_class)[ascii_]):  # candidates shrink column by column
+        cand = cand[trans[cand, c] == cand]
+        if cand.size == 0:
+            return False
+    return True
 
 
 @njit(cache=True, nogil=True)
@@ -178,14 +222,12 @@ def _char_counts(token_data, token_offsets, tokens, out):
 
 class CharRuns:
     """The tokens of ``vocab`` made of whole characters of ``charset``, indexed for states
-    that count such characters (a JSON string with ``maxLength``): ``cum[k]`` is the bitmask of
+    that count such characters (a quoted string with a maximum length): ``cum[k]`` is the bitmask of
     those of at most ``k`` characters, ``impure[node]`` says whether the subtree of a node of
     ``vocab.trie`` holds any other token (a trie walk skips the subtrees that do not), and
     ``u_*`` is the byte automaton of one character of the set."""
 
     def __init__(self, vocab, charset: ir.CharSet):
-        from ..automaton.build import build_dfa
-
         los = np.array([a for a, _ in charset.ranges], dtype=np.int64)
         his = np.array([b for _, b in charset.ranges], dtype=np.int64)
         trie = vocab.trie
@@ -217,9 +259,22 @@ class CharRuns:
 _RUNS: dict = {}
 
 
-def json_string_runs(vocab) -> CharRuns:
-    """:class:`CharRuns` of the characters a JSON string holds unescaped (cached per vocabulary)."""
-    key = vocab.fingerprint
+def char_runs(vocab, charset: ir.CharSet | None) -> CharRuns:
+    """:class:`CharRuns` of ``charset`` over ``vocab`` (cached per vocabulary and set); None:
+    an empty table (``cum`` of one row: the mask kernel never takes run tokens from it)."""
+    key = (vocab.fingerprint, charset)
     if key not in _RUNS:
-        _RUNS[key] = CharRuns(vocab, JSON_STRING_CHARS)
+        _RUNS[key] = CharRuns(vocab, charset) if charset is not None else _NoRuns(vocab)
     return _RUNS[key]
+
+
+class _NoRuns:
+    """The empty :class:`CharRuns` (same array types, so the kernels compile once)."""
+
+    def __init__(self, vocab):
+        self.max_chars = 0
+        self.cum = np.zeros((1, bitmask_words(vocab.logits_width)), dtype=np.uint32)
+        self.impure = np.zeros(1, dtype=np.uint8)  # read only where run tokens are skipped
+        self.u_trans = np.full((1, 256), -1, dtype=np.int32)
+        self.u_accept = np.zeros(1, dtype=np.uint8)
+        self.u_start = 0

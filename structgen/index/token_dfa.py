@@ -25,8 +25,8 @@ import torch
 from ..automaton.dfa import ByteDFA
 from ..errors import LimitExceeded, StructgenError
 from ..kernels.bitmask import bitmask_words, clear_bits, set_bits
-from .slices import loops_on_charset
 from ..kernels.trie_walk import token_crosses, walk_bytes, walk_state, walk_states, walk_tokens
+from .slices import NO_SLICING, Slicing, loops_on_charset, may_loop_on, vocab_slice
 
 _EMPTY_I32 = np.zeros(0, dtype=np.int32)
 
@@ -35,10 +35,13 @@ class TokenDFA:
     """Token-level view of ``dfa`` over ``vocab`` (see module docstring).
 
     ``cache_rows`` bounds the number of cached bitmask rows (each is
-    ``ceil(V/32) * 4`` bytes: 16 KiB at V = 128k).
+    ``ceil(V/32) * 4`` bytes: 16 KiB at V = 128k).  ``slicing``: the vocabulary slices
+    (:mod:`.slices`) that states looping on a whole character set take their masks from; the
+    first one that some state may loop on and that is large enough for ``vocab`` is used.
+    Masks do not depend on it.
     """
 
-    def __init__(self, dfa: ByteDFA, vocab, *, cache_rows: int = 4096):
+    def __init__(self, dfa: ByteDFA, vocab, *, cache_rows: int = 4096, slicing: Slicing = NO_SLICING):
         self.dfa = dfa
         self.vocab = vocab
         self.start = int(dfa.start)
@@ -60,23 +63,21 @@ class TokenDFA:
         self._prepare_forcing()
         if not self._single_bytes_cover_dfa():
             self._prune_token_dead_states()
-        if self._live is None and self._may_loop_on_text():
-            from .slices import json_string_slice
-
-            self._slice = json_string_slice(vocab)
-            if self._slice is not None:
-                self._rest_node_class = self._byte_class[self._slice.rest_trie.node_byte]
+        if self._live is None:
+            for sdef in slicing.slices:
+                if not may_loop_on(self._trans, self._byte_class, sdef.charset):
+                    continue
+                sl = vocab_slice(vocab, sdef)
+                if sl is not None:
+                    self._slice = sl
+                    self._rest_node_class = self._byte_class[sl.rest_trie.node_byte]
+                    break
         if not self.state_is_live(self.start):
             raise StructgenError("the constraint matches no token sequence of this vocabulary")
 
     # -- rows ---------------------------------------------------------------
-    def _may_loop_on_text(self) -> bool:
-        a, sp = self._byte_class[ord("a")], self._byte_class[ord(" ")]
-        idx = np.arange(self.dfa.n_states)
-        return bool(np.any((self._trans[:, a] == idx) & (self._trans[:, sp] == idx)))
-
     def _uses_slice(self, state: int) -> bool:
-        """Does ``state`` map every JSON-string character back to itself?"""
+        """Does ``state`` map every character of the slice back to itself?"""
         if self._slice is None:
             return False
         hit = self._loops.get(state)
@@ -251,10 +252,6 @@ class TokenDFA:
             toks, nexts = _sort_row(out_tok[j, :counts[j]], out_next[j, :counts[j]], self.vocab.logits_width)
             result.append(self._finish_row(s, toks, nexts))
         return result
-
-    def reachable_states(self) -> np.ndarray:
-        """DFA states reachable from the start by tokens, ascending."""
-        return np.array(sorted(self.explore()), dtype=np.int64)
 
     def csr(self, max_nnz: int = 64_000_000):
         """Materialise ``(indptr, token_ids, next_state)`` over all DFA states.

@@ -1,0 +1,102 @@
+"""Regex front-end: pattern text -> regular-language IR (:mod:`structgen.automaton.ir`).
+
+``parse_regex(pattern, syntax="python", flags=0, anchored=True)``
+
+Semantics
+---------
+* ``anchored=True`` (default): the IR matches exactly the strings ``s`` with
+  ``re.fullmatch(pattern, s)``.  ``anchored=False``: *search* semantics, the strings
+  containing a match anywhere (``re.search``); this is what JSON Schema's ``pattern``
+  means.  ``^``/``\\A`` and ``$``/``\\Z`` are honoured in both modes; in search mode a
+  Python ``$`` also matches before a final newline, as in ``re``.
+  :func:`search_to_full` wraps an anchor-free node with ``.*`` on both ends.
+* Anchors are supported at the edges of the pattern, including at the edges of
+  top-level alternatives (``^a|b$``); anywhere else they raise :class:`Unsupported`
+  naming the position.  ``\\b``, ``\\B``, lookarounds, backreferences and
+  conditionals raise :class:`Unsupported`; syntax errors raise :class:`RegexError`
+  with the 0-based position of the offending character.
+* Lazy quantifiers do not change the language.  Possessive quantifiers and atomic
+  groups *can* (``a*+a`` matches nothing), so they are compiled exactly:
+  ``X{m,n}+`` followed by ``K`` is ``X{m,n}(K ∩ ¬(X.*)) | X{n}K``, valid when ``X`` is
+  prefix-free and not nullable (one way to match each iteration); other bodies raise
+  :class:`Unsupported`.
+
+Syntax (``syntax=``)
+--------------------
+``"python"`` -- Python ``re`` on ``str``: ``\\d`` = Unicode decimal digits
+(``str.isdecimal``), ``\\w`` = ``str.isalnum`` or ``_``, ``\\s`` = ``str.isspace``; ``.``
+is any character but ``\\n``; ``re.ASCII``/``(?a)`` restricts ``\\d\\w\\s`` and case
+folding to ASCII.  ``(?i)`` folds with Python's simple case mapping.
+
+``"ecma"`` -- ECMA-262 (what JSON Schema specifies): ``\\d`` = ``[0-9]``, ``\\w`` =
+``[A-Za-z0-9_]``, ``\\s`` = the ECMA white space and line terminator set, ``.`` excludes
+``\\n \\r \\u2028 \\u2029``, ``$`` is end of input only, ``[]`` matches nothing and
+``[^]`` any character, ``\\cX``, ``\\u{...}``, surrogate pairs ``\\uD83D\\uDE00`` and
+``\\p{..}``/``\\P{..}`` (general categories only) are accepted, ``\\A \\Z`` and ``{,n}``
+are not (the latter is literal text); multiline ``^``/``$`` raise :class:`Unsupported`.
+ECMA case folding (``flags="i"``) uses Python's simple case mapping, not ECMA's
+Canonicalize (they differ for a handful of characters).
+
+Both syntaxes accept ``(?P<n>..)`` and ``(?<n>..)`` named groups, inline flags
+``(?aimsx)``/``(?i:..)``, and ``(?#..)`` comments.
+
+Flags: ``flags`` is an ``re`` flag int (``re.I | re.S | re.M | re.X | re.A``) or a string
+of letters ``"imsxa"``.
+"""
+from __future__ import annotations
+
+from ...automaton import ir
+from ...automaton.build import build_dfa
+from .lower import ANY_STAR, Lowering
+from .parser import ECMA, FLAG_LETTERS, PYTHON, Parser
+
+__all__ = ["parse_regex", "search_to_full", "dfa_from_regex", "PYTHON", "ECMA"]
+
+_NL = ir.literal("\n")
+
+
+def _parse_flags(flags) -> int:
+    if isinstance(flags, str):
+        out = 0
+        for ch in flags:
+            if ch not in FLAG_LETTERS:
+                raise ValueError(f"unknown regex flag {ch!r}")
+            out |= FLAG_LETTERS[ch]
+        return out
+    return int(flags)
+
+
+def parse_regex(pattern: str, flags=0, *, syntax: str = PYTHON, anchored: bool = True) -> ir.Node:
+    """Parse ``pattern`` into IR.  See the module docstring for the exact semantics.
+
+    Raises :class:`RegexError` (with ``pos``) on syntax errors and :class:`Unsupported`
+    (``where`` names the position; ``.pos`` holds it) on non-regular constructs.
+    """
+    if syntax not in (PYTHON, ECMA):
+        raise ValueError(f"syntax must be {PYTHON!r} or {ECMA!r}, not {syntax!r}")
+    if not isinstance(pattern, str):
+        raise TypeError("parse_regex expects a str pattern")
+    parser = Parser(pattern, syntax, _parse_flags(flags))
+    tree = parser.parse()
+    low = Lowering(parser)
+    out = []
+    for sk, ek, body in low.variants(tree):
+        if anchored:
+            prefix, suffix = ir.EMPTY, ir.EMPTY
+        else:
+            prefix = {None: ANY_STAR, "A": ir.EMPTY,
+                      "m": ir.alt(ir.EMPTY, ir.seq(ANY_STAR, _NL))}[sk]
+            suffix = {None: ANY_STAR, "Z": ir.EMPTY, "$": ir.repeat(_NL, 0, 1),
+                      "m": ir.alt(ir.EMPTY, ir.seq(_NL, ANY_STAR))}[ek]
+        out.append(ir.seq(prefix, low.lower(body, suffix)))
+    return ir.alt(*out)
+
+
+def search_to_full(node: ir.Node) -> ir.Node:
+    """Search semantics for an anchor-free node: any text, a match, any text."""
+    return ir.seq(ANY_STAR, node, ANY_STAR)
+
+
+def dfa_from_regex(pattern: str, flags=0, *, syntax: str = PYTHON, anchored: bool = True, **build_kw):
+    """``build_dfa(parse_regex(pattern, ...), **build_kw)``."""
+    return build_dfa(parse_regex(pattern, flags, syntax=syntax, anchored=anchored), **build_kw)

@@ -1,0 +1,145 @@
+"""Lowering: a regex parse tree (:mod:`.parser`) -> regular IR.
+
+:meth:`Lowering.variants` splits a tree by its anchors into (start kind, end kind, anchor-free
+tree) variants (anchors only at the pattern's edges, else :class:`Unsupported`);
+:meth:`Lowering.lower` turns an anchor-free tree followed by a continuation into IR, compiling
+possessive quantifiers and atomic groups exactly (``X{m,n}+ K`` is
+``X{m,n}(K ∩ ¬(X.*)) | X{n}K`` for a prefix-free, non-nullable ``X``; other bodies raise).
+"""
+from __future__ import annotations
+
+from ...automaton import ir
+from ...automaton.build import build_dfa
+from .parser import ALT, ANCHOR, ATOMIC, EMPTY_SEQ, LIT, REP, SEQ, SET, Parser, Tree
+
+ANY_STAR = ir.Repeat(ir.ANY_CHAR, 0, None)
+
+
+
+class Lowering:
+    def __init__(self, parser: Parser):
+        self.parser = parser
+
+    # anchors: split a tree into (start kind, end kind, anchor-free tree) variants
+    def variants(self, node: Tree) -> list:
+        if node.anchor is None:
+            return [(None, None, node)]
+        k = node.kind
+        if k == ANCHOR:
+            return [(node.b, None, EMPTY_SEQ)] if node.a == "start" else [(None, node.b, EMPTY_SEQ)]
+        if k == ALT:
+            out = []
+            for b in node.a:
+                out.extend(self.variants(b))
+            return self.merge(out, node.pos)
+        if k == SEQ:
+            items = node.a
+            for mid in items[1:-1]:
+                if mid.anchor is not None:
+                    raise self.anchor_error(mid.anchor)
+            head = self.variants(items[0])
+            tail = self.variants(items[-1])
+            out = []
+            for sk, ek, h in head:
+                if ek is not None:
+                    raise self.anchor_error(self.first_end_anchor(items[0]))
+                for sk2, ek2, t in tail:
+                    if sk2 is not None:
+                        raise self.anchor_error(self.first_start_anchor(items[-1]))
+                    out.append((sk, ek2, Tree(SEQ, node.pos, [h, *items[1:-1], t])))
+            return self.merge(out, node.pos)
+        raise self.anchor_error(node.anchor)
+
+    @staticmethod
+    def merge(vs, pos):
+        by: dict = {}
+        for sk, ek, n in vs:
+            by.setdefault((sk, ek), []).append(n)
+        return [(sk, ek, ns[0] if len(ns) == 1 else Tree(ALT, pos, ns)) for (sk, ek), ns in by.items()]
+
+    def anchor_error(self, pos):
+        return self.parser.unsupported("an anchor that is not at the start or end of the pattern", pos)
+
+    def _find_anchor(self, node, side):
+        if node.kind == ANCHOR:
+            return node.pos if node.a == side else None
+        if node.kind in (SEQ, ALT):
+            for x in node.a:
+                r = self._find_anchor(x, side)
+                if r is not None:
+                    return r
+        if node.kind in (REP, ATOMIC):
+            return self._find_anchor(node.a, side)
+        return None
+
+    def first_end_anchor(self, node):
+        pos = self._find_anchor(node, "end")
+        return node.anchor if pos is None else pos
+
+    def first_start_anchor(self, node):
+        pos = self._find_anchor(node, "start")
+        return node.anchor if pos is None else pos
+
+    # possessive-free, anchor-free tree -> IR
+    def plain(self, node: Tree) -> ir.Node:
+        k = node.kind
+        if k == SET:
+            return node.a
+        if k == LIT:
+            return ir.literal(node.a)
+        if k == SEQ:
+            return ir.seq(*(self.plain(x) for x in node.a)) if node.a else ir.EMPTY
+        if k == ALT:
+            return ir.alt(*(self.plain(x) for x in node.a))
+        if k == REP:
+            return ir.repeat(self.plain(node.a), node.b, node.c)
+        raise AssertionError(k)  # pragma: no cover
+
+    # tree followed by continuation k -> IR (continuation passing only where needed)
+    def lower(self, node: Tree, k: ir.Node) -> ir.Node:
+        if not node.poss:
+            return ir.seq(self.plain(node), k)
+        kind = node.kind
+        if kind == SEQ:
+            for x in reversed(node.a):
+                k = self.lower(x, k)
+            return k
+        if kind == ALT:
+            return ir.alt(*(self.lower(x, k) for x in node.a))
+        if kind == ATOMIC:
+            body = node.a
+            if not body.poss and self.prefix_free(self.plain(body)):
+                return ir.seq(self.plain(body), k)
+            if body.kind == REP and not body.a.poss and body.d != "lazy":
+                return self.possessive(body, k, node.pos)
+            raise self.parser.unsupported("an atomic group whose body can match in several ways",
+                                          node.pos)
+        if kind == REP:
+            if node.d == "possessive" and not node.a.poss:
+                return self.possessive(node, k, node.pos)
+            raise self.parser.unsupported("a possessive quantifier or atomic group inside a "
+                                          "repetition", node.pos)
+        raise AssertionError(kind)  # pragma: no cover
+
+    def possessive(self, node: Tree, k: ir.Node, pos: int) -> ir.Node:
+        x = self.plain(node.a)
+        lo, hi = node.b, node.c
+        if hi is not None and hi == lo:
+            return ir.seq(ir.repeat(x, lo, lo), k)
+        if not self.prefix_free(x):
+            raise self.parser.unsupported(
+                "a possessive quantifier over a sub-pattern that can match in several ways", pos)
+        stop = ir.And((k, ir.Not(ir.seq(x, ANY_STAR))))  # continuation not starting with x
+        if hi is None:
+            return ir.seq(ir.repeat(x, lo, None), stop)
+        return ir.alt(ir.seq(ir.repeat(x, lo, hi - 1), stop), ir.seq(ir.repeat(x, hi, hi), k))
+
+    @staticmethod
+    def prefix_free(x: ir.Node) -> bool:
+        """Non-empty and no match is a proper prefix of another (so X matches in at most
+        one way at any position)."""
+        d = build_dfa(x)
+        acc = d.accepting
+        if d.is_empty() or acc[0]:
+            return False
+        return not bool((d.transitions[acc] >= 0).any())

@@ -1,0 +1,540 @@
+"""The regex parser: pattern text -> a parse tree (:class:`Tree`) of character sets, literal runs,
+sequences, alternations, repetitions, atomic groups and anchors, with the positions errors name.
+
+:class:`Parser` reads both syntaxes (``PYTHON``, ``ECMA``; see :mod:`structgen.frontends.regex`
+for what differs) and inline flags; it raises :class:`RegexError` with the 0-based position of a
+syntax error and :class:`Unsupported` (``.pos``, ``.pattern``) for constructs that are not
+regular.  Character sets come out final (case folding applied); anchors and possessive parts are
+marked on every node (``anchor``, ``poss``) for :mod:`.lower`.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from ...automaton import ir
+from ...errors import RegexError, Unsupported
+from .charclass import (ASCII_CLASSES, ECMA_LINE_TERMINATORS, ECMA_SPACE, GC_LONG, GC_SHORT, case_closure,
+                        general_category, py_class)
+
+PYTHON = "python"
+ECMA = "ecma"
+
+MAX_REPEAT = 4294967294  # Python's MAXREPEAT - 1
+_QUANT_RE = re.compile(r"\{(\d*)(,?)(\d*)\}")
+_PLAIN_RUN = re.compile(r"[^\\\[\](){}.*+?^$|]+")
+
+
+# ------------------------------------------------------------------------ parse tree
+
+SET, SEQ, ALT, REP, ATOMIC, ANCHOR, LIT = range(7)
+
+
+class Tree:
+    """A parse-tree node.  ``kind`` selects the meaning of ``a``/``b``/``c``/``d``:
+    SET: a=CharSet; LIT: a=str (a run of plain characters); SEQ/ALT: a=list of nodes;
+    REP: a=node, b=min, c=max, d=mode; ATOMIC: a=node; ANCHOR: a="start"|"end",
+    b=kind ("A", "m", "Z", "$")."""
+
+    __slots__ = ("kind", "pos", "a", "b", "c", "d", "anchor", "poss")
+
+    def __init__(self, kind, pos, a=None, b=None, c=None, d=None):
+        self.kind, self.pos, self.a, self.b, self.c, self.d = kind, pos, a, b, c, d
+        if kind in (SEQ, ALT):
+            self.anchor = next((x.anchor for x in a if x.anchor is not None), None)
+            self.poss = any(x.poss for x in a)
+        elif kind in (REP, ATOMIC):
+            self.anchor = a.anchor
+            self.poss = kind == ATOMIC or d == "possessive" or a.poss
+        elif kind == ANCHOR:
+            self.anchor, self.poss = pos, False
+        else:
+            self.anchor, self.poss = None, False
+
+
+EMPTY_SEQ = Tree(SEQ, 0, [])
+
+_I, _M, _S, _X, _A, _U, _L = (int(f) for f in (re.I, re.M, re.S, re.X, re.A, re.U, re.L))
+FLAG_LETTERS = {"i": _I, "m": _M, "s": _S, "x": _X, "a": _A, "u": _U, "L": _L}
+_HEX = "0123456789abcdefABCDEF"
+_PY_SIMPLE = {"n": 10, "t": 9, "r": 13, "f": 12, "v": 11, "a": 7}
+_ECMA_SIMPLE = {"n": 10, "t": 9, "r": 13, "f": 12, "v": 11}
+
+
+class Parser:
+    def __init__(self, pattern: str, syntax: str, flags: int):
+        self.p = pattern
+        self.n = len(pattern)
+        self.i = 0
+        self.ecma = syntax == ECMA
+        self.flags = flags
+        self.groups = 0
+        self.names: set = set()
+        self.depth = 0
+        self.started = False  # something other than global flags has been parsed
+
+    # -- errors
+    def err(self, msg, pos=None):
+        return RegexError(msg, self.p, self.i if pos is None else pos)
+
+    def unsupported(self, what, pos):
+        e = Unsupported(f"{what} is not supported", where=f"position {pos} in regex {self.p!r}")
+        e.pos = pos
+        e.pattern = self.p
+        return e
+
+    # -- helpers
+    def peek(self, k=0):
+        j = self.i + k
+        return self.p[j] if j < self.n else ""
+
+    def skip_verbose(self):
+        if not self.flags & _X:
+            return
+        while self.i < self.n:
+            c = self.p[self.i]
+            if c in " \t\n\r\f\v":
+                self.i += 1
+            elif c == "#":
+                while self.i < self.n and self.p[self.i] != "\n":
+                    self.i += 1
+            else:
+                break
+
+    def charset(self, cs: ir.CharSet) -> ir.CharSet:
+        if self.flags & _I:
+            return case_closure(cs, self.ascii())
+        return cs
+
+    def ascii(self):
+        return bool(self.flags & _A)
+
+    # -- grammar
+    def parse(self) -> Tree:
+        node = self.alternation()
+        if self.i < self.n:  # only a stray ')' stops the top level early
+            raise self.err("unbalanced parenthesis")
+        return node
+
+    def alternation(self) -> Tree:
+        start = self.i
+        branches = [self.sequence()]
+        while self.peek() == "|":
+            self.i += 1
+            self.started = True
+            branches.append(self.sequence())
+        return branches[0] if len(branches) == 1 else Tree(ALT, start, branches)
+
+    def sequence(self) -> Tree:
+        start = self.i
+        items = []
+        while True:
+            self.skip_verbose()
+            if self.i >= self.n or self.peek() in "|)":
+                break
+            pos = self.i
+            if not self.flags & (_X | _I):
+                # Fast path: a run of ordinary characters; its last one may carry a quantifier.
+                m = _PLAIN_RUN.match(self.p, pos)
+                if m and m.end() - pos >= 2:
+                    self.i = m.end() - 1
+                    items.append(Tree(LIT, pos, self.p[pos:self.i]))
+                    self.started = True
+                    continue
+            atom = self.atom()
+            if atom is None:
+                continue
+            self.started = True
+            items.append(self.quantified(atom, pos))
+        return items[0] if len(items) == 1 else Tree(SEQ, start, items)
+
+    def quantifier_at(self):
+        """``(lo, hi, end)`` when a quantifier starts at the cursor, else None."""
+        c = self.peek()
+        if c == "*":
+            return 0, None, self.i + 1
+        if c == "+":
+            return 1, None, self.i + 1
+        if c == "?":
+            return 0, 1, self.i + 1
+        if c != "{":
+            return None
+        m = _QUANT_RE.match(self.p, self.i)
+        if not m:
+            return None
+        a, comma, b = m.groups()
+        if not comma:
+            if not a:
+                return None
+            lo = hi = int(a)
+        else:
+            if not a and self.ecma:
+                return None  # ECMA: "{,n}" is literal text
+            lo = int(a) if a else 0
+            hi = int(b) if b else None
+        return lo, hi, m.end()
+
+    def quantified(self, atom: Tree, atom_pos: int) -> Tree:
+        self.skip_verbose()
+        q = self.quantifier_at()
+        if q is None:
+            return atom
+        qpos = self.i
+        if atom.kind == ANCHOR:
+            raise self.err("nothing to repeat", qpos)
+        lo, hi, end = q
+        if hi is not None and lo > hi:
+            raise self.err("min repeat greater than max repeat", qpos + 1)
+        if lo > MAX_REPEAT or (hi is not None and hi > MAX_REPEAT):
+            raise self.err("the repetition number is too large", qpos + 1)
+        self.i = end
+        mode = "greedy"
+        if self.peek() == "?":
+            mode = "lazy"
+            self.i += 1
+        elif self.peek() == "+" and not self.ecma:
+            mode = "possessive"
+            self.i += 1
+        self.skip_verbose()
+        if self.quantifier_at() is not None:
+            raise self.err("multiple repeat")
+        return Tree(REP, atom_pos, atom, lo, hi, mode)
+
+    def atom(self):
+        c = self.p[self.i]
+        pos = self.i
+        if c == "(":
+            return self.group()
+        if c == "[":
+            return Tree(SET, pos, self.char_class())
+        if c == ".":
+            self.i += 1
+            if self.flags & _S:
+                return Tree(SET, pos, ir.ANY_CHAR)
+            excluded = ECMA_LINE_TERMINATORS if self.ecma else ir.CharSet(((10, 10),))
+            return Tree(SET, pos, excluded.negate())
+        if c == "^":
+            self.i += 1
+            if self.flags & _M and self.ecma:
+                raise self.unsupported("'^' in multiline mode with ECMA syntax", pos)
+            return Tree(ANCHOR, pos, "start", "m" if self.flags & _M else "A")
+        if c == "$":
+            self.i += 1
+            if self.flags & _M:
+                if self.ecma:
+                    raise self.unsupported("'$' in multiline mode with ECMA syntax", pos)
+                return Tree(ANCHOR, pos, "end", "m")
+            return Tree(ANCHOR, pos, "end", "Z" if self.ecma else "$")
+        if c in "*+?":
+            raise self.err("nothing to repeat")
+        if c == "{" and self.quantifier_at() is not None:
+            raise self.err("nothing to repeat")
+        if c == "\\":
+            return self.escape()
+        self.i += 1
+        return Tree(SET, pos, self.charset(ir.CharSet(((ord(c), ord(c)),))))
+
+    # -- groups
+    def group(self):
+        open_pos = self.i
+        self.i += 1
+        if self.peek() != "?":
+            self.groups += 1
+            return self.group_body(open_pos)
+        self.i += 1
+        c = self.peek()
+        if c == ":":
+            self.i += 1
+            return self.group_body(open_pos)
+        if c == "P" and self.peek(1) == "<":
+            self.i += 2
+            self.group_name(">")
+            return self.group_body(open_pos)
+        if c == "<" and self.peek(1) not in "=!":
+            self.i += 1
+            self.group_name(">")
+            return self.group_body(open_pos)
+        if c == "P" and self.peek(1) == "=":
+            raise self.unsupported("a backreference (?P=name)", open_pos)
+        if c in "=!" or (c == "<" and self.peek(1) in "=!"):
+            raise self.unsupported("a lookaround assertion", open_pos)
+        if c == "(":
+            raise self.unsupported("a conditional group", open_pos)
+        if c == ">":
+            self.i += 1
+            body = self.group_body(open_pos)
+            return Tree(ATOMIC, open_pos, body)
+        if c == "#":
+            end = self.p.find(")", self.i)
+            if end < 0:
+                raise self.err("missing ), unterminated comment", open_pos)
+            self.i = end + 1
+            return None
+        if c in FLAG_LETTERS or c == "-":
+            return self.flag_group(open_pos)
+        raise self.err("unknown extension ?" + c, open_pos + 1)
+
+    def group_name(self, close):
+        start = self.i
+        end = self.p.find(close, start)
+        if end < 0:
+            raise self.err("missing >, unterminated name", start)
+        name = self.p[start:end]
+        if not name.isidentifier():
+            raise self.err(f"bad character in group name {name!r}", start)
+        if name in self.names:
+            raise self.err(f"redefinition of group name {name!r}", start)
+        self.names.add(name)
+        self.groups += 1
+        self.i = end + 1
+
+    def group_body(self, open_pos):
+        saved = self.flags
+        self.depth += 1
+        node = self.alternation()
+        self.depth -= 1
+        self.flags = saved
+        if self.peek() != ")":
+            raise self.err("missing ), unterminated subpattern", open_pos)
+        self.i += 1
+        return node
+
+    def flag_group(self, open_pos):
+        on = off = 0
+        while self.peek() in FLAG_LETTERS and self.peek():
+            on |= FLAG_LETTERS[self.peek()]
+            self.i += 1
+        if self.peek() == "-":
+            self.i += 1
+            while self.peek() in FLAG_LETTERS and self.peek():
+                off |= FLAG_LETTERS[self.peek()]
+                self.i += 1
+        c = self.peek()
+        if (on | off) & _L:
+            raise self.unsupported("the LOCALE flag", open_pos)
+        if c == ")":
+            if off:
+                raise self.err("missing :", self.i)
+            if self.started or self.depth:
+                raise self.err("global flags not at the start of the expression", open_pos)
+            self.i += 1
+            self.flags |= on
+            return None
+        if c != ":":
+            raise self.err("missing -, : or )" if c else "missing -, : or ), unterminated flags",
+                           self.i)
+        self.i += 1
+        saved = self.flags
+        self.flags = (self.flags | on) & ~off
+        self.depth += 1
+        node = self.alternation()
+        self.depth -= 1
+        self.flags = saved
+        if self.peek() != ")":
+            raise self.err("missing ), unterminated subpattern", open_pos)
+        self.i += 1
+        return node
+
+    # -- escapes
+    def class_escape_set(self, c):
+        """The CharSet of ``\\d \\D \\w \\W \\s \\S`` (c is the letter)."""
+        low = c.lower()
+        if self.ecma:
+            cs = ECMA_SPACE if low == "s" else ASCII_CLASSES[low]
+        elif self.flags & _A:
+            cs = ASCII_CLASSES[low]
+        else:
+            cs = py_class(low)
+        return cs.negate() if c.isupper() else cs
+
+    def hex_escape(self, start, digits, what):
+        text = self.p[self.i:self.i + digits]
+        if len(text) != digits or any(ch not in _HEX for ch in text):
+            raise self.err(f"incomplete escape \\{what}{text}", start)
+        self.i += digits
+        cp = int(text, 16)
+        if cp > ir.MAX_CODE_POINT:
+            raise self.err(f"bad escape \\{what}{text}", start)
+        return cp
+
+    def char_escape(self, start, in_class):
+        """A single-character escape after the backslash (cursor on the letter).
+
+        Returns a code point, a CharSet (for class escapes) or raises."""
+        c = self.peek()
+        if c == "":
+            raise self.err("bad escape (end of pattern)", start)
+        self.i += 1
+        if c in "dDwWsS":
+            return self.class_escape_set(c)
+        simple = _ECMA_SIMPLE if self.ecma else _PY_SIMPLE
+        if c in simple:
+            return simple[c]
+        if c == "b" and in_class:
+            return 8
+        if c == "x":
+            return self.hex_escape(start, 2, "x")
+        if c == "u":
+            if self.ecma and self.peek() == "{":
+                end = self.p.find("}", self.i)
+                text = self.p[self.i + 1:end] if end > 0 else ""
+                if end < 0 or not text or any(ch not in _HEX for ch in text) or int(text, 16) > ir.MAX_CODE_POINT:
+                    raise self.err("bad escape \\u{...}", start)
+                self.i = end + 1
+                return int(text, 16)
+            cp = self.hex_escape(start, 4, "u")
+            if (self.ecma and 0xD800 <= cp <= 0xDBFF and self.p.startswith("\\u", self.i)
+                    and all(ch in _HEX for ch in self.p[self.i + 2:self.i + 6])
+                    and 0xDC00 <= int(self.p[self.i + 2:self.i + 6] or "0", 16) <= 0xDFFF):
+                # ECMA: a UTF-16 surrogate pair written as two escapes is one code point.
+                low = int(self.p[self.i + 2:self.i + 6], 16)
+                self.i += 6
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00)
+            return cp
+        if c == "U" and not self.ecma:
+            return self.hex_escape(start, 8, "U")
+        if c == "N" and not self.ecma:
+            if self.peek() != "{":
+                raise self.err("missing {", self.i)
+            end = self.p.find("}", self.i)
+            if end < 0:
+                raise self.err("missing }, unterminated name", self.i)
+            name = self.p[self.i + 1:end]
+            try:
+                cp = ord(unicodedata.lookup(name))
+            except KeyError:
+                raise self.err(f"undefined character name {name!r}", start) from None
+            self.i = end + 1
+            return cp
+        if c == "c" and self.ecma:
+            x = self.peek()
+            if x.isascii() and x.isalpha():
+                self.i += 1
+                return ord(x) % 32
+            raise self.err("bad escape \\c", start)
+        if c in "pP" and self.ecma:
+            return self.property_escape(start, c == "P")
+        if c == "0" and self.ecma:
+            if self.peek().isdigit():
+                raise self.unsupported("an octal escape", start)
+            return 0
+        if c.isdigit():
+            return self.digit_escape(start, c, in_class)
+        if c.isascii() and c.isalpha():
+            if c in "AZ" and not self.ecma and not in_class:
+                return ("anchor", c)
+            if c in "bB" and not in_class:
+                raise self.unsupported("a word boundary \\" + c, start)
+            if c == "k" and self.ecma:
+                raise self.unsupported("a backreference \\k<name>", start)
+            raise self.err("bad escape \\" + c, start)
+        return ord(c)
+
+    def digit_escape(self, start, c, in_class):
+        p = self.p
+        if c == "0" or (in_class and c in "01234567"):
+            digits = c
+            while len(digits) < 3 and self.peek() in "01234567" and self.peek():
+                digits += self.peek()
+                self.i += 1
+            v = int(digits, 8)
+            if v > 0o377:
+                raise self.err(f"octal escape value \\{digits} outside of range 0-0o377", start)
+            return v
+        if in_class:
+            raise self.err("bad escape \\" + c, start)
+        if (c in "01234567" and self.peek() in "01234567" and self.peek(1) in "01234567"
+                and self.peek() and self.peek(1)):
+            digits = c + p[self.i:self.i + 2]
+            self.i += 2
+            v = int(digits, 8)
+            if v > 0o377:
+                raise self.err(f"octal escape value \\{digits} outside of range 0-0o377", start)
+            return v
+        num = c
+        if self.peek().isdigit() and self.peek().isascii():
+            num += self.peek()
+            self.i += 1
+        if int(num) <= self.groups:
+            raise self.unsupported(f"a backreference \\{num}", start)
+        raise self.err(f"invalid group reference {num}", start + 1)
+
+    def property_escape(self, start, negate):
+        if self.peek() != "{":
+            raise self.err("bad escape \\p (expected {)", start)
+        end = self.p.find("}", self.i)
+        if end < 0:
+            raise self.err("bad escape \\p{...}: missing }", start)
+        name = self.p[self.i + 1:end]
+        self.i = end + 1
+        key = name
+        if "=" in name:
+            prop, key = name.split("=", 1)
+            if prop not in ("General_Category", "gc"):
+                raise self.unsupported(f"the Unicode property {name!r}", start)
+        short = GC_LONG.get(key.lower(), key)
+        if short not in GC_SHORT:
+            raise self.unsupported(f"the Unicode property {name!r}", start)
+        cs = general_category(short)
+        return cs.negate() if negate else cs
+
+    def escape(self):
+        start = self.i
+        self.i += 1
+        v = self.char_escape(start, in_class=False)
+        if isinstance(v, tuple):
+            return Tree(ANCHOR, start, "start" if v[1] == "A" else "end", "A" if v[1] == "A" else "Z")
+        if isinstance(v, ir.CharSet):
+            return Tree(SET, start, v)
+        return Tree(SET, start, self.charset(ir.CharSet(((v, v),))))
+
+    # -- character classes
+    def class_item(self):
+        """One class member: ``(code point or None, CharSet or None)``."""
+        c = self.p[self.i]
+        if c == "\\":
+            start = self.i
+            self.i += 1
+            v = self.char_escape(start, in_class=True)
+            if isinstance(v, ir.CharSet):
+                return None, v
+            return v, None
+        self.i += 1
+        return ord(c), None
+
+    def char_class(self) -> ir.CharSet:
+        open_pos = self.i
+        self.i += 1
+        negate = False
+        if self.peek() == "^":
+            negate = True
+            self.i += 1
+        ranges: list = []   # folded under IGNORECASE
+        sets: list = []     # class escapes: not folded (as in re)
+        first = True
+        while True:
+            if self.i >= self.n:
+                raise self.err("unterminated character set", open_pos)
+            c = self.p[self.i]
+            if c == "]" and (not first or self.ecma):
+                self.i += 1
+                break
+            first = False
+            item_pos = self.i
+            lo, cs = self.class_item()
+            if self.peek() == "-" and self.peek(1) not in ("]", ""):
+                self.i += 1
+                hi, cs2 = self.class_item()
+                if cs is not None or cs2 is not None:
+                    raise self.err(f"bad character range {self.p[item_pos:self.i]}", item_pos)
+                if hi < lo:
+                    raise self.err(f"bad character range {self.p[item_pos:self.i]}", item_pos)
+                ranges.append((lo, hi))
+            elif cs is not None:
+                sets.append(cs)
+            else:
+                ranges.append((lo, lo))
+        out = self.charset(ir.CharSet.of(ranges))
+        for cs in sets:
+            out = out.union(cs)
+        return out.negate() if negate else out
