@@ -181,7 +181,7 @@ class CfgSchemaCompiler(ObjectRules):
         self.kept: list = []       # merged dicts kept alive (their ids are memo keys)
         self._n = 0
         self._any = None
-        self._combiner = None       # json_schema_combine.Combiner, made on first use
+        self._combiner = None       # combine.Combiner, made on first use
 
     # ------------------------------------------------------------------ symbols
     def fresh(self, hint: str) -> str:
@@ -292,7 +292,7 @@ class CfgSchemaCompiler(ObjectRules):
         return [(self.term(lang.node, "sub"),)]
 
     def combined(self, s, ptr: str, base, keyword: str | None = None) -> list:
-        """``s`` through :mod:`.json_schema_combine` (Boolean combinations of sub-schemas as
+        """``s`` through :mod:`.combine` (Boolean combinations of sub-schemas as
         grammar rules, objects and arrays as automata over members / elements); where that does
         not apply, the regular way (:meth:`_regular`).  A failed attempt leaves nothing behind."""
         if self._combiner is None:

@@ -10,7 +10,7 @@ nested at most ``any_depth`` deep.  Languages that are exact within ``U`` can be
 is how ``not``, ``oneOf`` (when the branches are not provably disjoint) and ``if``/``then``/``else``
 are compiled exactly, by intersection and complement.  Sound-but-not-exact languages: objects
 whose declared properties are fixed in declared order (>= 2 of them), enum/const objects with >= 2
-keys, formats outside :data:`json_formats.EXACT`, recursion cut at ``max_recursion_depth``.
+keys, formats outside :data:`.formats.EXACT`, recursion cut at ``max_recursion_depth``.
 Negating one of those raises :class:`Unsupported` (``lenient=True`` ignores the keyword instead and
 reports it).
 
@@ -18,9 +18,9 @@ What is enforced, keyword by keyword (all exact unless said):
 - ``type`` (lists, ``integer`` = integral value, ``1.0`` included), ``enum``/``const`` (value
   equality: ``1 == 1.0``, any string escaping; object keys in the given order).
 - numbers: the RFC 8259 grammar; bounds and ``multipleOf`` on exponent-free numerals (see
-  :mod:`.json_numbers`); draft-04 boolean ``exclusiveMinimum``/``exclusiveMaximum`` too.
+  :mod:`.numbers`); draft-04 boolean ``exclusiveMinimum``/``exclusiveMaximum`` too.
 - strings: ``minLength``/``maxLength`` in code points (an escape is one code point), ``pattern``
-  (ECMA syntax, search semantics) and ``format`` on the *decoded* string (see :mod:`.json_strings`).
+  (ECMA syntax, search semantics) and ``format`` on the *decoded* string (see :mod:`.strings`).
 - objects: ``properties`` in declared order (optional ones optional), ``required``,
   ``additionalProperties``, ``patternProperties`` (up to 4 patterns), ``propertyNames``,
   ``min/maxProperties``, ``dependentRequired``, ``dependentSchemas``, draft-07 ``dependencies``.
