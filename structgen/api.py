@@ -43,6 +43,7 @@ from .compiler import CompiledGrammar, CompileStats
 from .compiler import compile as _compile
 from .decoding.autoregressive import DecodeStats, Row, decode_steps
 from .errors import SchemaError, StructgenError, Unsupported
+from .frontends.json_schema.keywords import SCHEMA_MAPS  # names -> sub-schemas (the map is not a schema)
 from .grammar import Grammar
 
 __all__ = ["generate", "Generator", "GenerationResult", "GenerationError", "Constraint", "TextStream",
@@ -85,8 +86,6 @@ def _is_pydantic_model(obj) -> bool:
     return isinstance(obj, type) and issubclass(obj, BaseModel)
 
 
-# keywords whose value maps names to sub-schemas (the mapping itself is not a schema)
-_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
 
 
 def _closed(node):
@@ -95,7 +94,7 @@ def _closed(node):
     generating them only wastes tokens (and lets a model wander off into free-form JSON);
     a model with ``extra="allow"`` says ``additionalProperties: true`` and is left alone."""
     if isinstance(node, dict):
-        out = {k: ({n: _closed(sub) for n, sub in v.items()} if k in _SCHEMA_MAPS and isinstance(v, dict)
+        out = {k: ({n: _closed(sub) for n, sub in v.items()} if k in SCHEMA_MAPS and isinstance(v, dict)
                    else _closed(v)) for k, v in node.items()}
         if "properties" in out and "additionalProperties" not in out and "patternProperties" not in out \
                 and "unevaluatedProperties" not in out:

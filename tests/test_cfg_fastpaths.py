@@ -24,7 +24,7 @@ from structgen.cfg import engine as E
 from structgen.cfg.mask import lexemes_within
 from structgen.cfg.terminals import build
 from structgen.frontends.lark import regex_to_ir
-from structgen.frontends.json_schema.regular import _WS_CHARS
+from structgen.frontends.json_schema.language import WS_CHARS as _WS_CHARS
 from structgen.frontends.json_schema.cfg import compile_json_schema_cfg
 from structgen.frontends.json_schema.slicing import json_slicing
 from structgen.vocab.vocabulary import Vocabulary

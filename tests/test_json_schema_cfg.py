@@ -385,7 +385,7 @@ def test_declared_draft_keywords(llama3, engine):
 
 
 def test_property_names_are_not_keywords():
-    from structgen.frontends.json_schema.select import free_form, intersects_objects
+    from structgen.frontends.json_schema.reader import free_form, intersects_objects
 
     s = {"type": "object", "properties": {"dependencies": {"type": "array", "items": {"type": "string"}},
                                           "allOf": {"type": "string"}}}

@@ -79,7 +79,7 @@ _ALPHABET = ["a", "b", "ab", "A", " ", "\"", "\\", "/", "\n", "\t", "\x00", "\x1
 ])
 def test_other_keys_node_matches_generic(declared):
     from structgen.automaton.build import build_dfa
-    from structgen.frontends.json_schema.cfg import other_keys_node
+    from structgen.frontends.json_schema.keys import other_keys_node
 
     node = other_keys_node(declared)
     assert node is not None
@@ -89,7 +89,7 @@ def test_other_keys_node_matches_generic(declared):
 @pytest.mark.parametrize("seed", range(40))
 def test_other_keys_node_random_sets(seed):
     from structgen.automaton.build import build_dfa
-    from structgen.frontends.json_schema.cfg import other_keys_node
+    from structgen.frontends.json_schema.keys import other_keys_node
 
     rng = random.Random(seed)
     declared = ["".join(rng.choice(_ALPHABET) for _ in range(rng.randint(0, 4))) for _ in range(rng.randint(1, 6))]
@@ -100,7 +100,7 @@ def test_other_keys_node_accepts_and_rejects():
     import json
 
     from structgen.automaton.build import build_dfa
-    from structgen.frontends.json_schema.cfg import other_keys_node
+    from structgen.frontends.json_schema.keys import other_keys_node
 
     d = build_dfa(other_keys_node(["id", "name", "é"]))
     for k in ["id", "name", "é"]:

@@ -263,13 +263,13 @@ def test_discriminator_splits_value_classes(tiny_vocab, monkeypatch):
         branch("b", {"type": "object", "required": ["y"]}),
     ]}
     spy = []
-    orig = jc.Combiner._sequence
+    orig = jc.Combiner.sequence
 
     def seq(self, *a, **kw):
         spy.append(a[2])
         return orig(self, *a, **kw)
 
-    monkeypatch.setattr(jc.Combiner, "_sequence", seq)
+    monkeypatch.setattr(jc.Combiner, "sequence", seq)
     g = sg.Grammar.from_json_schema(schema, engine="cfg", property_order="any")
     assert len(spy) >= 3  # one automaton per class of "k", plus objects without it
     cg = sg.compile(g, tiny_vocab, cache=False)

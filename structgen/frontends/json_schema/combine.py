@@ -47,11 +47,15 @@ from structgen.automaton import ir
 from structgen.errors import SchemaError
 
 from . import numbers as json_numbers
-from . import regular as js
+from .combine_arrays import ArrayFormulas, Fallback
+from .formulas import F, T, f_and, f_atoms, f_eval, f_not, f_one, f_or
+from .keys import other_keys_node
+from .keywords import TYPES, UNSUPPORTED
+from .language import ANY_STAR, pattern_finds
+from .reader import always_false, as_list, escape_pointer
 from .strings import encode
+from .values import canon, json_type
 
-T = ("T",)
-F = ("F",)
 CLASSES = ("null", "boolean", "number", "string", "object", "array")
 _SCALAR_CLASS = {"null": frozenset(), "boolean": frozenset(),
                  "number": frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}),
@@ -70,102 +74,13 @@ MAX_TRANSITIONS = 20_000    # member / element automaton transitions (grammar al
 MAX_RULES = 20_000          # grammar rules one combination (value classes included) may add
 
 
-class Fallback(Exception):
-    """The construction does not apply to this sub-schema (the message says why)."""
-
-
 class TooManyClasses(Fallback):
     """A key class or array position has too many value classes."""
 
 
-# ---------------------------------------------------------------------- formulas
-# A formula is a tuple: T, F, ("A", n) atom n, ("N", f) not, ("&", f, ...) and, ("|", f, ...) or,
-# ("1", f, ...) exactly one.  The constructors below simplify constants and flatten nesting, so
-# equal formulas are usually equal tuples (the memo's key).
-def f_not(a):
-    if a == T:
-        return F
-    if a == F:
-        return T
-    if a[0] == "N":
-        return a[1]
-    return ("N", a)
-
-
-def _flat(op: str, parts, unit, zero):
-    """``op`` ("&" or "|") of ``parts``: ``unit`` dropped, ``zero`` absorbing, nested ``op``
-    flattened, duplicates dropped, operands sorted."""
-    out = []
-    for p in parts:
-        if p == zero:
-            return zero
-        if p == unit:
-            continue
-        for q in (p[1:] if p[0] == op else (p,)):
-            if q not in out:
-                out.append(q)
-    if not out:
-        return unit
-    if len(out) == 1:
-        return out[0]
-    return (op, *sorted(out))
-
-
-def f_and(parts):
-    return _flat("&", parts, T, F)
-
-
-def f_or(parts):
-    return _flat("|", parts, F, T)
-
-
-def f_one(parts):
-    """Exactly one of ``parts``."""
-    parts = [p for p in parts if p != F]
-    n_true = sum(1 for p in parts if p == T)
-    if n_true > 1:
-        return F
-    if n_true == 1:
-        return f_and([f_not(p) for p in parts if p != T])
-    if not parts:
-        return F
-    if len(parts) == 1:
-        return parts[0]
-    return ("1", *parts)
-
-
-def f_eval(f, sat) -> bool:
-    """The truth of ``f`` when the atoms in ``sat`` (a set of atom numbers) hold."""
-    op = f[0]
-    if op == "T":
-        return True
-    if op == "F":
-        return False
-    if op == "A":
-        return f[1] in sat
-    if op == "N":
-        return not f_eval(f[1], sat)
-    if op == "&":
-        return all(f_eval(x, sat) for x in f[1:])
-    if op == "|":
-        return any(f_eval(x, sat) for x in f[1:])
-    return sum(1 for x in f[1:] if f_eval(x, sat)) == 1
-
-
-def f_atoms(f, out=None) -> list:
-    out = [] if out is None else out
-    if f[0] == "A":
-        if f[1] not in out:
-            out.append(f[1])
-    elif f[0] not in ("T", "F"):
-        for x in f[1:]:
-            f_atoms(x, out)
-    return out
-
-
 def _class_of(v) -> str:
     """The type class of a JSON value (integers are numbers)."""
-    t = js._json_type(v)
+    t = json_type(v)
     return "number" if t == "integer" else t
 
 
@@ -179,8 +94,8 @@ def _const_atom(v, cls: str) -> dict:
     return {"const": v}
 
 
-class Combiner:
-    """Compiles formulas to grammar symbols for a :class:`~.json_schema_cfg.CfgSchemaCompiler`
+class Combiner(ArrayFormulas):
+    """Compiles formulas to grammar symbols for a :class:`~.cfg.CfgSchemaCompiler`
     (``owner``): its rules, terminals, memo and report."""
 
     def __init__(self, owner, max_states: int = 4096):
@@ -193,7 +108,7 @@ class Combiner:
         self._flat: dict = {}        # (id(schema), base) -> (schema, formula)
         self._restricted: dict = {}  # (atom, class) -> formula
         self._own: dict = {}         # id(schema) -> (schema, its plain keywords); tuple keys: made dicts
-        self._memo: dict = {}        # formula -> symbol (None: no value)
+        self.memo: dict = {}        # formula -> symbol (None: no value)
         self._types: dict = {}       # atom -> frozenset of classes it allows
         self.transitions = 0         # kept automaton transitions so far (MAX_TRANSITIONS)
         self.rules_limit = None      # len(owner.rules) past which the current combination stops
@@ -227,7 +142,7 @@ class Combiner:
         hit = self._flat.get(key)
         if hit is not None and hit[0] is s:
             return hit[1]
-        if js.always_false(s, rc.draft):
+        if always_false(s, rc.draft):
             return F
         if rc.draft == "draft7" and "$ref" in s:
             t, tb = rc.resolve(s["$ref"], base, ptr)
@@ -235,7 +150,7 @@ class Combiner:
             self._flat[key] = (s, out)
             return out
         for k in s:
-            if k in js.UNSUPPORTED and s[k] is not True:
+            if k in UNSUPPORTED and s[k] is not True:
                 raise Fallback(f"{k} is not supported")
         if rc.draft == "draft7" and ("contentMediaType" in s or "contentEncoding" in s):
             raise Fallback("content decoding")
@@ -252,16 +167,16 @@ class Combiner:
         if "const" in s:
             parts.append(self.const(s["const"]))
         if "enum" in s:
-            vals = js._as_list(s["enum"], "enum", ptr)
+            vals = as_list(s["enum"], "enum", ptr)
             parts.append(f_or([self.const(v) for v in vals]))
-        for i, x in enumerate(js._as_list(s.get("allOf"), "allOf", ptr)):
+        for i, x in enumerate(as_list(s.get("allOf"), "allOf", ptr)):
             parts.append(self.flatten(x, base, f"{ptr}/allOf/{i}", depth + 1))
         if "anyOf" in s:
             parts.append(f_or([self.flatten(x, base, f"{ptr}/anyOf/{i}", depth + 1)
-                               for i, x in enumerate(js._as_list(s["anyOf"], "anyOf", ptr))]))
+                               for i, x in enumerate(as_list(s["anyOf"], "anyOf", ptr))]))
         if "oneOf" in s:
             parts.append(f_one([self.flatten(x, base, f"{ptr}/oneOf/{i}", depth + 1)
-                                for i, x in enumerate(js._as_list(s["oneOf"], "oneOf", ptr))]))
+                                for i, x in enumerate(as_list(s["oneOf"], "oneOf", ptr))]))
         if "not" in s:
             parts.append(f_not(self.flatten(s["not"], base, f"{ptr}/not", depth + 1)))
         if "if" in s and ("then" in s or "else" in s):
@@ -278,7 +193,7 @@ class Combiner:
                 if kw == "dependentRequired" or isinstance(x, list):
                     then = self.atom(self._frozen(("req", tuple(x)), {"required": list(x)}), None)
                 else:
-                    then = self.flatten(x, base, f"{ptr}/{kw}/{js._esc_ptr(k)}", depth + 1)
+                    then = self.flatten(x, base, f"{ptr}/{kw}/{escape_pointer(k)}", depth + 1)
                 parts.append(f_or([f_not(has), then]))
         out = f_and(parts)
         self._flat[key] = (s, out)
@@ -292,7 +207,7 @@ class Combiner:
         return hit[1]
 
     def const(self, v):
-        return self.atom(self._frozen(("const", js._canon(v)), {"$structgen:const": v}), None)
+        return self.atom(self._frozen(("const", canon(v)), {"$structgen:const": v}), None)
 
     def restrict(self, n: int, cls: str):
         """Atom ``n`` as a formula over values of class ``cls``: T, F or a restricted atom."""
@@ -304,7 +219,7 @@ class Combiner:
         if "$structgen:const" in d:
             v = d["$structgen:const"]
             c = _class_of(v)
-            out = F if c != cls else self.atom(self._frozen(("constc", js._canon(v)), _const_atom(v, c)), base)
+            out = F if c != cls else self.atom(self._frozen(("constc", canon(v)), _const_atom(v, c)), base)
             if c == cls and cls in ("object", "array"):
                 out = self.restrict(out[1], cls)
             self._restricted[key] = out
@@ -314,9 +229,9 @@ class Combiner:
         if t is not None:
             tl = set(t if isinstance(t, list) else [t])
             for x in tl:
-                if x not in js.TYPES and x != "integer":
+                if x not in TYPES and x != "integer":
                     if x == "any":
-                        tl = set(js.TYPES)
+                        tl = set(TYPES)
                         break
                     raise SchemaError(f"unknown type {x!r}", "/type")
             allowed = cls in tl or (cls == "number" and "integer" in tl)
@@ -388,25 +303,25 @@ class Combiner:
 
     def value(self, f, ptr: str = ""):
         """The symbol of the values satisfying formula ``f`` (None: none)."""
-        if f in self._memo:
-            return self._memo[f]
+        if f in self.memo:
+            return self.memo[f]
         o = self.o
         if f == T:
             return o.any_value()
         if f == F:
             return None
-        if f[0] == "A" and self._plain(self.atoms[f[1]][0]):
+        if f[0] == "A" and self.plain(self.atoms[f[1]][0]):
             d, base = self.atoms[f[1]]
             sym = o.value(d, ptr, base)
-            self._memo[f] = sym
+            self.memo[f] = sym
             return sym
-        if len(self._memo) >= MAX_FORMULAS:
+        if len(self.memo) >= MAX_FORMULAS:
             raise Fallback(f"more than {MAX_FORMULAS} formulas")
         if len(o.rules) > self.rules_limit:
             raise Fallback(f"more than {MAX_RULES} grammar rules")
         self.rc.check_time()
-        name = o._fresh("B")
-        self._memo[f] = name
+        name = o.fresh("B")
+        self.memo[f] = name
         alts = []
         types = self.classes_of(f)
         for cls in [c for c in CLASSES if c in types]:
@@ -425,7 +340,7 @@ class Combiner:
         return name
 
     @staticmethod
-    def _plain(d: dict) -> bool:
+    def plain(d: dict) -> bool:
         """Does the ordinary grammar compiler take this atom without coming back here?"""
         if "$structgen:const" in d:
             return False
@@ -492,7 +407,7 @@ class Combiner:
         if f == T:
             o.any_value()  # defines "$members"
             return [(o.lit("{"), o.lit("}")), (o.lit("{"), "$members", o.lit("}"))]
-        if f[0] == "A" and self._plain(self.atoms[f[1]][0]):
+        if f[0] == "A" and self.plain(self.atoms[f[1]][0]):
             return [(self.value(f, ptr),)]
         ids = f_atoms(f)
         atoms = []
@@ -543,10 +458,10 @@ class Combiner:
         # key classes: (key symbol, value formula per atom, presence bit)
         kclasses = []
         for k in keys:
-            matched = {p for i, p in enumerate(patterns) if js._search(p, k, pat_ir[i])}
+            matched = {p for i, p in enumerate(patterns) if pattern_finds(k, pat_ir[i])}
             vals = []
             for (n, base, props, req, pats, addl, lo, hi) in atoms:
-                parts = [self.flatten(props[k], base, f"{ptr}/properties/{js._esc_ptr(k)}")] if k in props else []
+                parts = [self.flatten(props[k], base, f"{ptr}/properties/{escape_pointer(k)}")] if k in props else []
                 parts += [self.flatten(v, base, f"{ptr}/patternProperties") for p, v in pats.items() if p in matched]
                 vals.append(f_and(parts) if parts else self.flatten(addl, base, f"{ptr}/additionalProperties"))
             key_ir = rc.key_literal(k)
@@ -555,10 +470,9 @@ class Combiner:
         not_declared = ir.Not(ir.alt(*[ir.literal(k) if k else ir.EMPTY for k in keys])) if keys else None
         for mask in range(1 << len(patterns)):
             if not patterns:
-                from .cfg import other_keys_node
                 key_ir = other_keys_node(keys) if keys else rc.key_node()
                 if key_ir is None:
-                    key_ir = ir.seq(ir.literal('"'), encode(ir.And((js._ANY_STAR, not_declared)), "key"),
+                    key_ir = ir.seq(ir.literal('"'), encode(ir.And((ANY_STAR, not_declared)), "key"),
                                     ir.literal('"'))
             else:
                 conds = [pat_ir[i] if mask >> i & 1 else ir.Not(pat_ir[i]) for i in range(len(patterns))]
@@ -605,12 +519,12 @@ class Combiner:
             for j, (key, vals, b) in enumerate(kclasses):
                 if j != skip:
                     vals = [T if dead >> i & 1 else v for i, v in enumerate(vals)]
-                    for vf, vm in self._value_classes(vals, ptr):
+                    for vf, vm in self.value_classes(vals, ptr):
                         effects.setdefault((b, vm), []).append(((key, colon), vf))
             return effects
 
         try:
-            return self._sequence("{", "}", (0, 0, 0), members(), step, accepts, ptr)
+            return self.sequence("{", "}", (0, 0, 0), members(), step, accepts, ptr)
         except TooManyClasses:
             pass
         # Too many value classes while every atom may still hold.  A discriminator -- a key whose
@@ -628,16 +542,16 @@ class Combiner:
             b_d = dbit or extra_bit
             alts = []
             try:
-                for vf, vm in self._value_classes(dvals, ptr):
+                for vf, vm in self.value_classes(dvals, ptr):
                     effects = members(skip=j, dead=vm)
                     effects.setdefault((b_d, vm), []).append(((dkey, colon), vf))
-                    alts += self._sequence("{", "}", (0, vm, 0), effects, step,
+                    alts += self.sequence("{", "}", (0, vm, 0), effects, step,
                                            lambda st: bool(st[0] & b_d) and accepts(st), ptr)
             except TooManyClasses:
                 continue
             need_d = sum(1 << i for i, a in enumerate(atoms) if keys[j] in a[3])
             try:
-                alts += self._sequence("{", "}", (0, need_d, 0), members(skip=j, dead=need_d), step, accepts, ptr)
+                alts += self.sequence("{", "}", (0, need_d, 0), members(skip=j, dead=need_d), step, accepts, ptr)
             except TooManyClasses:
                 self.o.report.exact = False
             return alts
@@ -660,7 +574,7 @@ class Combiner:
         grow(key_ir if not names else self.rc.block(key_ir), [])
         return out
 
-    def _value_classes(self, vals: list, ptr: str) -> list:
+    def value_classes(self, vals: list, ptr: str) -> list:
         """``[(formula, violation mask)]``: the value classes of a key class (or an array
         position) whose schema under atom ``i`` is ``vals[i]``; the mask has bit ``i`` when a
         value of the class violates ``vals[i]``."""
@@ -709,7 +623,7 @@ class Combiner:
         atoms), else None."""
         if f[0] == "A":
             d = self.atoms[f[1]][0]
-            return {js._canon(d["$structgen:const"])} if "$structgen:const" in d else None
+            return {canon(d["$structgen:const"])} if "$structgen:const" in d else None
         if f[0] == "|":
             out = set()
             for x in f[1:]:
@@ -744,7 +658,7 @@ class Combiner:
                             return True
         return False
 
-    def _sequence(self, open_: str, close: str, start, effects: dict, step, accepts, ptr: str) -> list:
+    def sequence(self, open_: str, close: str, start, effects: dict, step, accepts, ptr: str) -> list:
         """Rules for ``open_ (item ("," item)*)? close`` where items are read by the automaton
         ``step`` from ``start``: its states explored, minimised and trimmed, one nonterminal pair
         per state.  ``effects`` maps a symbol's effect (the argument of ``step``) to its items
@@ -819,8 +733,8 @@ class Combiner:
                     if sym is not None:
                         alts.append((*prefix, sym))
                 mem[e] = o.rule("M", alts)
-        fn = {b: o._fresh("F") for b in live}
-        gn = {b: o._fresh("G") for b in live}
+        fn = {b: o.fresh("F") for b in live}
+        gn = {b: o.fresh("G") for b in live}
         for b in live:
             by_target: dict = {}
             for e, t in zip(effs, bdelta[b]):
@@ -837,81 +751,3 @@ class Combiner:
         if bacc[b0]:
             out.append((lb, rb))
         return out
-
-    # ------------------------------------------------------------------ arrays
-    def array(self, f, ptr: str) -> list:
-        """The alternatives (``[`` ... ``]``) of the arrays satisfying ``f`` (atoms restricted to
-        arrays)."""
-        o = self.o
-        if f == T:
-            o.any_value()
-            return [(o.lit("["), o.lit("]")), (o.lit("["), "$elements", o.lit("]"))]
-        if f[0] == "A" and self._plain(self.atoms[f[1]][0]):
-            return [(self.value(f, ptr),)]
-        atoms = []
-        for n in f_atoms(f):
-            d, base = self.atoms[n]
-            if d.get("uniqueItems") is True:
-                raise Fallback("uniqueItems")
-            items, prefix = d.get("items"), d.get("prefixItems")
-            rest = True
-            if isinstance(items, list):
-                prefix, rest = items, d.get("additionalItems", True)
-            elif items is not None:
-                rest = items
-            prefix = list(prefix or [])
-            lo = int(d.get("minItems", 0))
-            hi = d.get("maxItems")
-            has_c = "contains" in d
-            c_lo = int(d.get("minContains", 1)) if has_c else 0
-            c_hi = d.get("maxContains") if has_c else None
-            atoms.append((n, base, prefix, rest, lo, None if hi is None else int(hi),
-                          self.flatten(d["contains"], base, f"{ptr}/contains") if has_c else None,
-                          c_lo, None if c_hi is None else int(c_hi)))
-        width = max([len(a[2]) for a in atoms] + [0])
-        bounds = [b for a in atoms for b in (a[4], a[5]) if b is not None]
-        cap = max([width] + bounds) + 1
-        c_caps = [(max(a[7], a[8] or 0) + 1) if a[6] is not None else 0 for a in atoms]
-
-        def item_formulas(pos):
-            vals = []
-            for (n, base, prefix, rest, lo, hi, cf, c_lo, c_hi) in atoms:
-                x = prefix[pos] if pos < len(prefix) else rest
-                vals.append(self.flatten(x, base, f"{ptr}/items"))
-            return vals
-
-        # effects: (position class, violation mask, contains-hit mask)
-        effects = {}
-        n_atoms = len(atoms)
-        for pos in range(width + 1):
-            vals = item_formulas(pos)
-            cvals = [a[6] if a[6] is not None else T for a in atoms]
-            # the element's class over the item schemas and the contains schemas together
-            for vf, vm in self._value_classes(vals + cvals, ptr):
-                viol = vm & ((1 << n_atoms) - 1)
-                hit = 0
-                for i in range(n_atoms):
-                    if atoms[i][6] is not None and not vm >> (n_atoms + i) & 1:
-                        hit |= 1 << i
-                effects.setdefault((pos, viol, hit), []).append(((), vf))
-
-        def step(state, eff):
-            count, viol, hits = state
-            pos, vm, hit = eff
-            if pos != min(count, width):
-                return None
-            hits = tuple(min(h + (hit >> i & 1), c_caps[i]) for i, h in enumerate(hits))
-            return (min(count + 1, cap), viol | vm, hits)
-
-        def accepts(state):
-            count, viol, hits = state
-            sat = set()
-            for i, (n, base, prefix, rest, lo, hi, cf, c_lo, c_hi) in enumerate(atoms):
-                if viol >> i & 1 or count < lo or (hi is not None and count > hi):
-                    continue
-                if cf is not None and (hits[i] < c_lo or (c_hi is not None and hits[i] > c_hi)):
-                    continue
-                sat.add(n)
-            return f_eval(f, sat)
-
-        return self._sequence("[", "]", (0, 0, tuple(0 for _ in atoms)), effects, step, accepts, ptr)

@@ -16,7 +16,7 @@ from decimal import Decimal
 import numpy as np
 
 from structgen.automaton import ir
-from structgen.automaton.build import LRUCache, on_clear
+from structgen.automaton.build import LRUCache, build_dfa, embedded, on_clear, recording, replay
 from structgen.automaton.dfa import ByteDFA
 from structgen.errors import LimitExceeded, SchemaError
 
@@ -190,7 +190,6 @@ on_clear(_MULTIPLE_OF.clear)
 def multiple_of_node(step: Decimal, max_states: int = 100_000, pointer: str = "") -> ir.Node:
     """:func:`multiple_of_dfa` minimised and embedded, one node per step (cached): every schema
     part with the same ``multipleOf`` then shares its automata (an Embed compares by identity)."""
-    from structgen.automaton.build import build_dfa, embedded, recording, replay
 
     key = (step.normalize() if step > 0 else step, int(max_states))
     hit = _MULTIPLE_OF.get(key)

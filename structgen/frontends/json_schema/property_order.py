@@ -54,6 +54,7 @@ from __future__ import annotations
 import numpy as np
 
 from structgen.automaton import ir
+from structgen.automaton.build import build_dfa
 
 ORDERS = ("declared", "any")
 
@@ -71,7 +72,6 @@ def extension_infinite(key_nodes) -> bool:
     On the minimal DFA: every state from which the closing quote is not yet read can reach a
     cycle; only the states after a closing quote (accepting, no transition) have a finite future.
     """
-    from structgen.automaton.build import build_dfa
 
     node = ir.alt(*key_nodes) if key_nodes else ir.NOTHING
     if node == ir.NOTHING:

@@ -1,5 +1,7 @@
-"""Which engine a JSON Schema goes to: one DFA (:mod:`.json_schema`) or the grammar engine
-(:mod:`.json_schema_cfg`).
+"""Which engine a JSON Schema goes to: one DFA (:mod:`.regular`) or the grammar engine
+(:mod:`.cfg`).  The schema is read once (:mod:`.reader`); the facts deciding the engine --
+recursion, document size, free-form values, intersected object languages -- are the reader's,
+and both compilers work from the same :class:`.reader.SchemaDocument`.
 
 ``engine="auto"``:
 
@@ -40,7 +42,13 @@ The budgets come from MaskBench measurements (``python -m structgen.bench.maskbe
 from __future__ import annotations
 
 from structgen.automaton import ir
+from structgen.automaton.build import DEFAULT_MAX_STATES, build_dfa, work_budget
 from structgen.errors import LimitExceeded, StructgenError, Unsupported
+
+from .cfg import compile_json_schema_cfg
+from .options import grammar_options, regular_options
+from .reader import SchemaDocument, for_declared_draft, read_schema
+from .regular import compile_json_schema
 
 DFA_MAX_STATES = 20_000
 DFA_WORK_BUDGET = 4_000_000         # cells (see the module docstring): about 0.1 s
@@ -56,139 +64,57 @@ def compile_with(engine: str, schema, *, dfa_max_states: int = DFA_MAX_STATES,
                  dfa_work_budget: int | None = None, **options):
     """``(engine used, SchemaReport)`` for ``engine`` in ``"auto"|"dfa"|"cfg"``.  With "dfa" (and
     when auto picks it) ``report.grammar`` may be an ``ir.Embed`` of the built DFA.
-    ``dfa_work_budget`` (cells) overrides the work budget of auto's DFA attempt."""
-    from .regular import compile_json_schema, for_declared_draft
-    from .cfg import CfgSchemaCompiler, compile_json_schema_cfg
-
-    schema = for_declared_draft(schema)
-
-    if engine == "dfa":
-        return "dfa", compile_json_schema(schema, **options)
-    if engine == "cfg":
-        return "cfg", compile_json_schema_cfg(schema, **options)
-    if engine != "auto":
+    ``dfa_work_budget`` (cells) overrides the work budget of auto's DFA attempt.  Unknown
+    ``options`` raise :class:`.options.OptionError`."""
+    grammar_options(options)
+    if engine not in ("auto", "dfa", "cfg"):
         raise ValueError("engine must be 'auto', 'dfa' or 'cfg'")
-    probe = CfgSchemaCompiler(schema, **options)
-    if not probe.recursive(schema, None):
-        size = schema_size(schema, INTERSECT_SCHEMA + 1)
-        if intersects_objects(schema):
+    doc = read_schema(for_declared_draft(schema), options.get("draft"))
+    if engine == "dfa":
+        return "dfa", compile_json_schema(doc, **options)
+    if engine == "cfg":
+        return "cfg", compile_json_schema_cfg(doc, **options)
+    if not doc.recursive():
+        facts = doc.facts
+        size = min(facts.size, INTERSECT_SCHEMA + 1)
+        if facts.intersects_objects:
             budget = dfa_max_states if size <= INTERSECT_SCHEMA else 0
         else:
-            budget = SMALL_MAX_STATES if size <= SMALL_SCHEMA and not free_form(schema) else 0
+            budget = SMALL_MAX_STATES if size <= SMALL_SCHEMA and not facts.free_form else 0
         # declared order: the DFA keeps intersected objects independent of key order (the grammar
         # merges them into one order), worth a larger budget; in any order both are exact
         generous = size <= INTERSECT_SMALL and options.get("property_order", "declared") != "any"
         work = dfa_work_budget if dfa_work_budget is not None else \
             DFA_WORK_BUDGET_SMALL if generous else DFA_WORK_BUDGET
-        small = _small_dfa(schema, budget, work, options) if budget else None
+        small = _small_dfa(doc, budget, work, options) if budget else None
         if small is not None:
             return "dfa", small
     try:
-        return "cfg", compile_json_schema_cfg(schema, **options)
+        return "cfg", compile_json_schema_cfg(doc, **options)
     except (Unsupported, LimitExceeded) as first:
         if isinstance(first, Unsupported) and not getattr(first, "grammar_only", False):
             # the regular compiler could not take a sub-schema: the regular compilation of the whole
             # schema meets it again (on MaskBench it failed every time, after up to seconds)
             raise
-        from structgen.automaton.build import DEFAULT_MAX_STATES
-
         states = options.get("max_states", DEFAULT_MAX_STATES)
-        whole = _small_dfa(schema, states, DFA_FALLBACK_BUDGET, options, leaf_states=states)
+        whole = _small_dfa(doc, states, DFA_FALLBACK_BUDGET, options, leaf_states=states)
         if whole is None:
             raise first from None
         return "dfa", whole
 
 
-def _small_dfa(schema, max_states: int, work: int, options: dict, leaf_states: int | None = None):
-    """The regular compilation of ``schema`` with its DFA built, or None past the budget (at most
-    ``max_states`` states, ``leaf_states`` for the parts built on the way -- ten times
-    ``max_states`` by default -- and ``work`` cells of construction work)."""
-    from structgen.automaton.build import build_dfa, work_budget
-
-    from .regular import compile_json_schema
-
-    opts = dict(options, max_states=10 * max_states if leaf_states is None else leaf_states)
+def _small_dfa(doc: SchemaDocument, max_states: int, work: int, options: dict, leaf_states: int | None = None):
+    """The regular compilation of the document with its DFA built, or None past the budget (at
+    most ``max_states`` states, ``leaf_states`` for the parts built on the way -- ten times
+    ``max_states`` by default -- and ``work`` cells of construction work).  The grammar
+    compiler's own options do not concern it."""
+    opts = regular_options(dict(options, max_states=10 * max_states if leaf_states is None else leaf_states),
+                           drop_grammar=True)
     try:
         with work_budget(work):
-            report = compile_json_schema(schema, **opts)
+            report = compile_json_schema(doc, **opts)
             dfa = build_dfa(report.grammar, max_states=max_states)
     except StructgenError:
         return None
     report.grammar = ir.NOTHING if dfa.is_empty() else ir.Embed(dfa)
     return report
-
-
-def schema_size(schema, limit: int = 1000) -> int:
-    """The number of objects in the schema document (sub-schemas and definitions; ``$ref`` is not
-    followed): a cheap size measure that stops at ``limit``."""
-    n, todo = 0, [schema]
-    while todo and n < limit:
-        s = todo.pop()
-        if isinstance(s, list):
-            todo += s
-        elif isinstance(s, dict):
-            n += 1
-            for k, v in s.items():
-                if isinstance(v, (dict, list)) and k not in ("enum", "const", "examples", "default"):
-                    todo.append(v)
-    return n
-
-
-_FREE_KEYS = {"type", "additionalProperties", "title", "description", "default", "examples", "$comment"}
-
-
-_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-
-
-def free_form(schema) -> bool:
-    """Does the schema hold a free-form value (``{}``, ``true``, or an object / array constrained by
-    nothing but its type)?  The DFA bounds their nesting depth; the grammar engine does not."""
-    todo = [schema]
-    while todo:
-        s = todo.pop()
-        if s is True or s == {}:
-            return True
-        if isinstance(s, list):
-            todo += s
-            continue
-        if not isinstance(s, dict):
-            continue
-        if s.get("type") in ("object", "array") and set(s) <= _FREE_KEYS and s.get("additionalProperties", True) \
-                is not False:
-            return True
-        for k, v in s.items():
-            if k in _SCHEMA_MAPS and isinstance(v, dict):
-                todo += v.values()
-            elif isinstance(v, (dict, list, bool)) and k not in ("enum", "const", "examples", "default", "required"):
-                todo.append(v)
-    return False
-
-
-_INTERSECTING = ("allOf", "dependentRequired", "dependentSchemas", "dependencies")
-
-
-def intersects_objects(schema) -> bool:
-    """Does any sub-schema use a keyword that intersects (object) languages?"""
-    todo = [schema]
-    while todo:
-        s = todo.pop()
-        if isinstance(s, list):
-            todo += s
-            continue
-        if not isinstance(s, dict):
-            continue
-        if any(k in s for k in _INTERSECTING):
-            return True
-        if "$ref" in s and any(k in s for k in ("properties", "required", "additionalProperties", "items", "type")):
-            return True
-        for k, v in s.items():
-            if k in _SCHEMA_MAPS and isinstance(v, dict):
-                todo += v.values()  # property names are not keywords
-            elif isinstance(v, (dict, list)) and k not in ("enum", "const", "examples", "default"):
-                todo.append(v)
-    return False
-
-
-def choose_engine(schema, **options) -> str:
-    """The engine ``engine="auto"`` uses for ``schema`` (compiles it to find out)."""
-    return compile_with("auto", schema, **options)[0]

@@ -29,8 +29,9 @@ from functools import lru_cache
 import numpy as np
 
 from structgen.automaton import ir
-from structgen.automaton.build import LRUCache, on_clear
-from structgen.errors import Unsupported
+from structgen.automaton.build import LRUCache, build_dfa, embedded, on_clear, recording, replay
+from structgen.automaton.minimize import canonical_acyclic_dfa, canonical_dfa
+from structgen.errors import LimitExceeded, Unsupported
 
 HEX_LOWER = "0123456789abcdef"
 SHORT_ESCAPES = {0x22: '"', 0x5C: "\\", 0x2F: "/", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}
@@ -126,7 +127,6 @@ def encode_charset(cs: ir.CharSet, mode: str = "value") -> ir.Node:
     Encodings are a prefix code, so the DFA is small (tens of states)."""
     node, work = _encode_charset(cs, mode)
     if work is not None:
-        from structgen.automaton.build import replay
 
         replay(work)  # a work budget is charged as if it were built now (see automaton.build)
     return node
@@ -164,7 +164,6 @@ def _encode_charset(cs: ir.CharSet, mode: str):
         raise ValueError(f"unknown string encoding mode {mode!r}")
     node = ir.alt(*parts)
     if ir.size(node) >= _EMBED_CHARSET_NODES:
-        from structgen.automaton.build import build_dfa, embedded, recording
 
         with recording() as rec:
             node = embedded(build_dfa(node))
@@ -202,7 +201,6 @@ def encode(node: ir.Node, mode: str = "value") -> ir.Node:
         return encode_ir(node, mode)
     out, work = _encode_cached(node, mode)
     if work is not None:
-        from structgen.automaton.build import replay
 
         replay(work)  # a work budget is charged as if it were built now (see automaton.build)
     return out
@@ -212,8 +210,6 @@ def encode(node: ir.Node, mode: str = "value") -> ir.Node:
 def _encode_cached(node: ir.Node, mode: str):
     """``(encoded node, recorded build work)`` of a large node: its automaton encoded, or (past
     ``ENCODE_DFA_MAX_STATES``) the IR substitution."""
-    from structgen.automaton.build import build_dfa, embedded, recording
-    from structgen.errors import LimitExceeded
 
     with recording() as rec:
         try:
@@ -269,11 +265,6 @@ def encode_ir(node: ir.Node, mode: str = "value") -> ir.Node:
     return go(node)
 
 
-def string_literal(text: str, mode: str = "value") -> ir.Node:
-    """The IR of every JSON string (quotes included) whose decoding is ``text``."""
-    return ir.seq(ir.literal('"'), encode(ir.literal(text) if text else ir.EMPTY, mode), ir.literal('"'))
-
-
 # ---------------------------------------------------------------- sets of string literals as one DFA
 def _code_point_encodings(c: int, mode: str) -> list:
     """Every encoding of the code point ``c`` inside a JSON string, as tuples of byte sets (a hex
@@ -309,7 +300,7 @@ def _code_point_encodings(c: int, mode: str) -> list:
 
 
 @lru_cache(maxsize=8192)
-def _gadget(cps: tuple, mode: str):
+def code_point_gadget(cps: tuple, mode: str):
     """The byte trie of every encoding of the code points ``cps`` (sorted) out of one state:
     ``(internal states, [(src, byte, dst)])`` with state 0 the entry, 1.. internal states, and
     ``-(j + 1)`` the exit after code point ``cps[j]``.  The encodings form a prefix code, so the
@@ -333,7 +324,7 @@ def _gadget(cps: tuple, mode: str):
     return len(nxt) - 1, edges
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _common_prefix(a: str, b: str) -> int:
@@ -358,13 +349,11 @@ on_clear(_encode_cached.cache_clear)
 
 def literal_set_node(texts, mode: str = "value") -> ir.Node:
     """The IR (an embedded minimal DFA) of every JSON string, quotes included, whose decoding is one
-    of ``texts``: the union of :func:`string_literal` over them, built directly as a trie of code
+    of ``texts``: the union of the JSON string literals of each, built directly as a trie of code
     points whose edges carry the (prefix-free) encodings of their code point, instead of a
     Thompson NFA with an alternative per character (enums of thousands of characters spent most of
     their compile time there).  Equal sets give the same node (cached), so terminals and automata
     built from it are shared like IR nodes are."""
-    from structgen.automaton.build import embedded
-    from structgen.automaton.minimize import canonical_acyclic_dfa
 
     texts = tuple(sorted(set(texts)))
     key = (mode, texts)
@@ -380,7 +369,7 @@ def literal_set_node(texts, mode: str = "value") -> ir.Node:
     cur: list = []   # the nodes along the previous text
     prev = None
     for t in texts:
-        if _SURROGATE.search(t):
+        if SURROGATE.search(t):
             continue  # a lone surrogate is not a Unicode string: no encoding (as ir.literal)
         lcp = _common_prefix(prev, t) if prev is not None else 0
         first = len(par) + 1
@@ -427,13 +416,13 @@ def literal_set_node(texts, mode: str = "value") -> ir.Node:
             groups.append((cps, np.array(nodes, np.int64), np.array(kids, np.int64)))
         n_int = np.zeros(k, np.int64)
         for cps, nodes, _ in groups:
-            n_int[nodes] = _gadget(cps, mode)[0]
+            n_int[nodes] = code_point_gadget(cps, mode)[0]
         base = 2 + k + np.cumsum(n_int) - n_int - 1  # internal state a >= 1 of node i: base[i] + a
         fin = np.array(ends, np.int64)
         parts = [(np.array([0]), np.array([0x22]), np.array([2])),
                  (2 + fin, np.full(fin.shape[0], 0x22), np.ones_like(fin))]
         for cps, nodes, kids in groups:
-            edges = np.array(_gadget(cps, mode)[1], np.int64)          # [E, 3]
+            edges = np.array(code_point_gadget(cps, mode)[1], np.int64)          # [E, 3]
             a, b, d = edges[:, 0], edges[:, 1], edges[:, 2]
             nb = base[nodes][:, None]
             src = np.where(a == 0, 2 + nodes[:, None], nb + a)
@@ -649,7 +638,6 @@ def encode_dfa(dfa, mode: str = "value"):
     code, so the result is deterministic as built; same language as :func:`encode` (whose IR
     grows ten-fold from the escapes and took a subset construction of that size).  None when the
     decoded DFA is larger than ``ENCODE_DFA_MAX_STATES``."""
-    from structgen.automaton.minimize import canonical_dfa
 
     n = dfa.n_states
     if dfa.start != 0 or n > ENCODE_DFA_MAX_STATES:

@@ -1,0 +1,57 @@
+"""The options of the JSON Schema compilers, checked at the edge.
+
+:data:`REGULAR_OPTIONS` are the keyword options of :class:`.regular.RegularCompiler` (and of
+:func:`.regular.compile_json_schema`); :data:`GRAMMAR_OPTIONS` the ones only the grammar compiler
+(:func:`.cfg.compile_json_schema_cfg`) adds; engine selection (:mod:`.select`) takes both.  An
+unknown name raises :class:`OptionError` naming it (instead of a ``TypeError`` from deep inside
+a constructor).  :func:`parse_json_text` turns schema text into a value.
+"""
+from __future__ import annotations
+
+import json
+
+from structgen.errors import SchemaError, StructgenError
+
+REGULAR_OPTIONS = frozenset({
+    "whitespace", "max_whitespace", "lenient", "max_recursion_depth", "recursion", "any_depth",
+    "unique_items_limit", "draft", "max_multiple_of_states", "max_properties_unroll", "max_states",
+    "time_limit", "dfa_blocks", "extra_properties", "property_order", "any_order_limit",
+    "any_order_max_states"})
+GRAMMAR_OPTIONS = frozenset({"max_array_unroll", "max_string_length", "max_floating_permutations"})
+
+
+class OptionError(StructgenError, TypeError):
+    """An option no JSON Schema compiler has (a ``TypeError`` too, as for a bad keyword argument)."""
+
+
+def check_options(options: dict, allowed: frozenset, who: str) -> dict:
+    """``options`` when every name is in ``allowed``; else :class:`OptionError` naming the others."""
+    bad = sorted(k for k in options if k not in allowed)
+    if bad:
+        raise OptionError(f"{who} has no option{'s' if len(bad) > 1 else ''} {', '.join(map(repr, bad))} "
+                          f"(it takes {', '.join(sorted(allowed))})")
+    return options
+
+
+def regular_options(options: dict, drop_grammar: bool = False) -> dict:
+    """The options for the regular compiler; ``drop_grammar``: leave out the grammar compiler's
+    own options (engine selection passes one set of options to both compilers)."""
+    if drop_grammar:
+        options = {k: v for k, v in options.items() if k not in GRAMMAR_OPTIONS}
+    return check_options(options, REGULAR_OPTIONS, "the JSON Schema regular compiler")
+
+
+def grammar_options(options: dict) -> dict:
+    """The options for the grammar compiler (its own and the regular leaf compiler's)."""
+    return check_options(options, REGULAR_OPTIONS | GRAMMAR_OPTIONS, "the JSON Schema grammar compiler")
+
+
+def parse_json_text(schema):
+    """``schema`` itself, or the value of JSON text (``str``/``bytes``; :class:`SchemaError` when it
+    is not JSON)."""
+    if isinstance(schema, (str, bytes)):
+        try:
+            return json.loads(schema)
+        except ValueError as e:
+            raise SchemaError(f"schema is not valid JSON: {e}") from e
+    return schema

@@ -1,0 +1,318 @@
+"""The JSON Schema reader: a schema document read once, for all three compilers.
+
+:func:`read_schema` (or :class:`SchemaDocument`) walks the document once and keeps:
+
+- the draft: ``draft`` ("2020-12" or "draft7" semantics, from ``$schema`` unless given), the
+  declared draft (``declared``: "draft-03".."draft-07" or None) and ``plain_integers``
+  (draft-03/04: an integer has no fraction part);
+- the ``$id`` / ``$anchor`` index (``by_uri``, ``base_of``: the base URI of each sub-schema,
+  by identity) behind :meth:`SchemaDocument.resolve` (local JSON pointers, anchors,
+  ``$id``-relative refs; remote refs raise :class:`Unsupported`);
+- cheap facts for engine selection (:class:`Facts`: document size, free-form values, keywords
+  that intersect object languages), gathered on the same walk, and
+  :meth:`SchemaDocument.recursive` (does a sub-schema reach a ``$ref`` cycle?), memoised.
+
+The typed records of what a keyword group says (object, array, string, number facets,
+enum/const, combinators) are in :mod:`.records`; the keyword table in :mod:`.keywords`.
+:func:`for_declared_draft` drops the keywords a declared older draft does not know (a pre-pass:
+the document is read from its result).  The reader never compiles and never raises for a
+sub-schema that no compiler reaches: records are read where a compiler asks for them.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import urldefrag, urljoin
+
+from structgen.errors import SchemaError, Unsupported
+
+from .keywords import (DATA_KEYWORDS, LATER_KEYWORDS, SCHEMA_LISTS, SCHEMA_MAPS, SCHEMA_VALUES,
+                       TRIVIAL_KEYWORDS)
+
+_DRAFT_RE = re.compile(r"draft-0[3-7]")
+#: keywords that intersect object languages (see :mod:`.select`)
+_INTERSECTING = ("allOf", "dependentRequired", "dependentSchemas", "dependencies")
+_REF_SIBLINGS = ("properties", "required", "additionalProperties", "items", "type")
+_FREE_KEYS = frozenset({"type", "additionalProperties", "title", "description", "default", "examples",
+                        "$comment"})
+
+
+def escape_pointer(k) -> str:
+    """``k`` as one JSON pointer token (``~`` -> ``~0``, ``/`` -> ``~1``)."""
+    return str(k).replace("~", "~0").replace("/", "~1")
+
+
+def as_list(v, kw: str, ptr: str) -> list:
+    """The sub-schema list of keyword ``kw`` (``[]`` when absent); a non-list or an empty list
+    raises :class:`SchemaError` at ``ptr/kw``."""
+    if v is None:
+        return []
+    if not isinstance(v, list) or not v:
+        raise SchemaError(f"{kw} must be a non-empty array", f"{ptr}/{kw}")
+    return v
+
+
+def declared_draft(root) -> str | None:
+    """The draft ``root``'s ``$schema`` names ("draft-03".."draft-07"), or None."""
+    if isinstance(root, dict):
+        sch = root.get("$schema", "")
+        if isinstance(sch, str):
+            m = _DRAFT_RE.search(sch)
+            if m is not None:
+                return m.group(0)
+    return None
+
+
+def always_false(s, draft: str = "2020-12") -> bool:
+    """Does no value satisfy ``s`` for a reason seen without compiling it: ``false``, or ``not`` of a
+    schema every value satisfies (``not: {}``, ``not: true``: a common way to forbid a property)?
+    Compiling those the general way costs a complement of the whole universe."""
+    if s is False:
+        return True
+    if not isinstance(s, dict) or "not" not in s or (draft == "draft7" and "$ref" in s):
+        return False
+    n = s["not"]
+    return n is True or (isinstance(n, dict) and all(k in TRIVIAL_KEYWORDS for k in n))
+
+
+def has_applicator(s: dict) -> bool:
+    """Does ``s`` constrain values through another schema (``$ref``, ``allOf``, ``anyOf``,
+    ``oneOf``, ``not``, ``if`` with ``then``/``else``)?"""
+    return ("$ref" in s or "allOf" in s or "anyOf" in s or "oneOf" in s or "not" in s
+            or ("if" in s and ("then" in s or "else" in s)))
+
+
+_DROP = object()
+
+
+def for_declared_draft(root):
+    """``root`` without the keywords its declared ``$schema`` (draft-03, -04 or -06) does not know
+    (``if``/``then``/``else``, and before draft-06 ``const``, ``contains``, ``propertyNames``): a
+    validator of that draft ignores them, so they must not constrain.  ``root`` itself when
+    nothing is dropped; otherwise copies along the changed paths."""
+    d = declared_draft(root)
+    if d is None or d not in LATER_KEYWORDS:
+        return root
+    later = LATER_KEYWORDS[d]
+
+    def walk(s):
+        if not isinstance(s, dict):
+            return s
+        out = None
+        for k, v in s.items():
+            if k in later:
+                new = _DROP
+            elif k in SCHEMA_MAPS and isinstance(v, dict):
+                vals = {n: walk(x) for n, x in v.items()}
+                new = vals if any(vals[n] is not v[n] for n in v) else v
+            elif k in SCHEMA_LISTS and isinstance(v, list):
+                vals = [walk(x) for x in v]
+                new = vals if any(a is not b for a, b in zip(vals, v)) else v
+            elif k in SCHEMA_VALUES:
+                new = walk(v)
+            else:
+                new = v
+            if new is not v and out is None:
+                out = dict(s)
+            if out is not None:
+                if new is _DROP:
+                    out.pop(k, None)
+                else:
+                    out[k] = new
+        return s if out is None else out
+
+    return walk(root)
+
+
+@dataclass
+class Facts:
+    """What engine selection needs, gathered while the document is read.
+
+    ``size``: objects in the document (sub-schemas, definitions and the maps holding them;
+    ``$ref`` not followed, data keywords not entered).  ``free_form``: some ``true`` / ``{}``
+    below a keyword, or an object / array constrained by nothing but its type (the DFA bounds
+    their nesting depth, the grammar engine does not); any ``true`` counts, ``uniqueItems: true``
+    included, as when the engine budgets were measured.  ``intersects_objects``: some sub-schema
+    uses ``allOf``, ``dependentRequired`` / ``dependentSchemas`` / ``dependencies``, or ``$ref``
+    beside object / array keywords or ``type``."""
+
+    size: int = 0
+    free_form: bool = False
+    intersects_objects: bool = False
+
+
+class SchemaDocument:
+    """A schema document read once (see the module docstring).  ``draft``: "2020-12" or "draft7"
+    semantics; None reads it from ``$schema``."""
+
+    def __init__(self, root, draft: str | None = None):
+        self.root = root
+        self.declared = declared_draft(root)
+        self.draft = draft or ("draft7" if self.declared is not None else "2020-12")
+        # draft-03/04: an integer has no fraction part (1.0 is a number only); later drafts count
+        # any numeral with an integral value
+        sch = root.get("$schema", "") if isinstance(root, dict) else ""
+        self.plain_integers = draft is None and isinstance(sch, str) and bool(re.search(r"draft-0[34]/", sch))
+        self.by_uri: dict = {}
+        self.base_of: dict = {}
+        self.facts = Facts()
+        self._rec_memo: dict = {}
+        base0 = ""
+        if isinstance(root, dict):
+            rid = root.get("$id", root.get("id")) if self.draft == "draft7" else root.get("$id")
+            if isinstance(rid, str):
+                base0 = urldefrag(rid)[0]
+        self.root_base = base0
+        self._walk(root, base0, True, True)
+        self.by_uri.setdefault(base0, root)
+
+    # ------------------------------------------------------------------ the one walk
+    def _walk(self, node, base: str, schema: bool, probe: bool, count: bool = True) -> None:
+        """Index ``node`` (when ``schema``: it sits where a sub-schema does, so its ``$id`` and
+        ``$anchor`` count) and gather :class:`Facts` (``probe``: the node is a value tested for
+        free-form / intersection; maps of sub-schemas are counted but not tested; ``count``: it
+        adds to ``size``)."""
+        facts = self.facts
+        if isinstance(node, list):
+            for x in node:
+                self._walk(x, base, schema, probe, count)
+            return
+        if node is True and probe:
+            facts.free_form = True
+            return
+        if not isinstance(node, dict):
+            return
+        if count:
+            facts.size += 1
+        if probe:
+            if not node:
+                facts.free_form = True
+            elif node.get("type") in ("object", "array") and set(node) <= _FREE_KEYS \
+                    and node.get("additionalProperties", True) is not False:
+                facts.free_form = True
+            if not facts.intersects_objects and (
+                    any(k in node for k in _INTERSECTING)
+                    or ("$ref" in node and any(k in node for k in _REF_SIBLINGS))):
+                facts.intersects_objects = True
+        if schema:
+            base = self._index(node, base)
+        for k, v in node.items():
+            if k in SCHEMA_MAPS and isinstance(v, dict):
+                if count:
+                    facts.size += 1  # the map itself is an object of the document
+                for n, x in v.items():
+                    # (the size measure was taken skipping entries named like data keywords)
+                    self._walk(x, base, schema, True, count and n not in DATA_KEYWORDS)
+            elif k in DATA_KEYWORDS or not isinstance(v, (dict, list, bool)):
+                continue
+            elif k == "required":
+                self._walk(v, base, False, False, count)  # names, never schemas (nor free-form values)
+            else:
+                # only real sub-schemas carry identifiers (an $id inside an unknown keyword does not)
+                self._walk(v, base, schema and k in SCHEMA_VALUES, True, count)
+
+    def _index(self, node: dict, base: str) -> str:
+        nid = node.get("$id")
+        if isinstance(nid, str) and not (self.draft == "draft7" and "$ref" in node):  # draft-07: $ref wins
+            full = urljoin(base, nid)
+            uri, frag = urldefrag(full)
+            if frag and not uri:
+                uri = base
+            if frag:  # draft-07 plain-name fragment ids
+                self.by_uri[f"{urldefrag(base)[0]}#{frag}"] = node
+            else:
+                self.by_uri[uri] = node
+                base = uri
+        anc = node.get("$anchor")
+        if isinstance(anc, str):
+            self.by_uri[f"{urldefrag(base)[0]}#{anc}"] = node
+        self.base_of[id(node)] = base
+        return base
+
+    # ------------------------------------------------------------------ lookups
+    def base(self, s, default: str | None = None) -> str:
+        """The base URI of sub-schema ``s`` (``default``, else the root's, when ``s`` was not read)."""
+        return self.base_of.get(id(s), self.root_base if default is None else default)
+
+    def resolve(self, ref: str, base: str, ptr: str):
+        """``(target, its base URI)`` of ``$ref`` value ``ref`` met at ``ptr`` under ``base``."""
+        full = urljoin(base, ref) if base else ref
+        uri, frag = urldefrag(full)
+        if frag and not frag.startswith("/"):
+            target = self.by_uri.get(f"{uri}#{frag}")
+            if target is None:
+                raise SchemaError(f"unresolvable $ref {ref!r}", ptr)
+            return target, self.base_of.get(id(target), uri)
+        doc = self.by_uri.get(uri)
+        if doc is None:
+            if uri and not uri.startswith(("#",)) and (":" in uri or "/" in uri or "." in uri):
+                raise Unsupported(f"remote $ref {ref!r} (only references inside the schema are resolved)",
+                                  f"#{ptr}/$ref")
+            raise SchemaError(f"unresolvable $ref {ref!r}", ptr)
+        node = doc
+        if frag:
+            for part in frag.split("/")[1:]:
+                part = re.sub(r"%([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), part)
+                part = part.replace("~1", "/").replace("~0", "~")
+                if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                    node = node[int(part)]
+                elif isinstance(node, dict) and part in node:
+                    node = node[part]
+                else:
+                    raise SchemaError(f"unresolvable $ref {ref!r}", ptr)
+        return node, self.base_of.get(id(node), uri)
+
+    def recursive(self, s=None, base: str | None = None) -> bool:
+        """Does ``s`` (default: the root) reach a ``$ref`` cycle (so it has no regular language)?"""
+        if s is None:
+            s = self.root
+        seen_stack: list = []
+        memo = self._rec_memo
+
+        def walk(node, b) -> bool:
+            if isinstance(node, list):
+                return any(walk(x, b) for x in node)
+            if not isinstance(node, dict):
+                return False
+            hit = memo.get(id(node))
+            if hit is not None and hit[0] is node:
+                return hit[1]
+            if any(x is node for x in seen_stack):
+                return True
+            seen_stack.append(node)
+            b = self.base_of.get(id(node), b)
+            res = False
+            for k, v in node.items():
+                if k == "$ref" and isinstance(v, str):
+                    try:
+                        t, tb = self.resolve(v, b, "")
+                    except Exception:
+                        continue
+                    res = walk(t, tb)
+                elif k in SCHEMA_MAPS and isinstance(v, dict) and k not in ("$defs", "definitions"):
+                    res = any(walk(x, b) for x in v.values())
+                elif k in SCHEMA_VALUES:
+                    res = walk(v, b)
+                if res:
+                    break
+            seen_stack.pop()
+            if not res or not seen_stack:
+                memo[id(node)] = (node, res)
+            return res
+
+        return walk(s, base)
+
+
+def read_schema(root, draft: str | None = None) -> SchemaDocument:
+    """``root`` read once (see :class:`SchemaDocument`)."""
+    return SchemaDocument(root, draft)
+
+
+def free_form(schema) -> bool:
+    """Does the schema hold a free-form value (see :class:`Facts`)?"""
+    return read_schema(schema).facts.free_form
+
+
+def intersects_objects(schema) -> bool:
+    """Does any sub-schema use a keyword that intersects (object) languages (see :class:`Facts`)?"""
+    return read_schema(schema).facts.intersects_objects
