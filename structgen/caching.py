@@ -106,14 +106,6 @@ class LRU:
     def __len__(self) -> int:
         return len(self._data)
 
-    def pop(self, key, default=None):
-        with self._lock:
-            item = self._data.pop(key, None)
-            if item is None:
-                return default
-            self.bytes -= item[1]
-            return item[0]
-
     def clear(self) -> None:
         with self._lock:
             self._data.clear()
@@ -296,8 +288,6 @@ class DiskCache:
     def __init__(self, namespace: str, directory: str | os.PathLike | None = None):
         self.namespace = namespace
         self.directory = None if directory is None else os.fspath(directory)
-        self.hits = 0
-        self.misses = 0
 
     def root(self) -> str | None:
         d = self.directory if self.directory is not None else cache_dir()
@@ -313,7 +303,6 @@ class DiskCache:
         """The value stored under ``key``, or None (absent, stale, corrupt, or another key)."""
         p = self.path(key)
         if p is None or not os.path.isfile(p):
-            self.misses += 1
             return None
         try:
             with open(p, "rb") as f:
@@ -322,11 +311,7 @@ class DiskCache:
                   and rec.get("key") == hashlib.sha256(key).hexdigest())
         except Exception:  # truncated or from an older structgen: ignore, recompute, overwrite
             ok = False
-        if not ok:
-            self.misses += 1
-            return None
-        self.hits += 1
-        return rec["value"]
+        return rec["value"] if ok else None
 
     def store(self, key: bytes, value) -> bool:
         """Write ``value`` atomically; False (silently) when the cache is off or not writable."""
