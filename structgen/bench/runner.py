@@ -37,8 +37,6 @@ from pathlib import Path
 
 import numpy as np
 
-MODES = ("maskbench", "testsuite", "jsonschemabench")
-
 
 @dataclass
 class Limits:
