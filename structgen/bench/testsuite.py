@@ -19,6 +19,7 @@ import json
 import time
 from pathlib import Path
 
+from structgen import caching
 from structgen.errors import StructgenError
 
 from .paths import find_suite, find_tokenizer
@@ -26,17 +27,19 @@ from .paths import find_suite, find_tokenizer
 DRAFT_OPTION = {"draft2020-12": "2020-12", "draft7": "draft7"}
 
 
-_VOCABS: dict = {}
+_VOCABS = caching.LRU(4, name="bench.vocabularies")  # tokenizer path -> Vocabulary
 
 
 def load_vocab(path=None):
     """The Vocabulary of a tokenizer folder (cached per path; default: the checkout's llama3)."""
     key = str(find_tokenizer(path, argument="tokenizer"))
-    if key not in _VOCABS:
+    vocab = _VOCABS.get(key)
+    if vocab is None:
         import structgen as sg
 
-        _VOCABS[key] = sg.Vocabulary.from_tokenizer(key)
-    return _VOCABS[key]
+        vocab = sg.Vocabulary.from_tokenizer(key)
+        _VOCABS.put(key, vocab)
+    return vocab
 
 
 def _empty(node) -> bool:
