@@ -30,7 +30,6 @@ import functools
 import hashlib
 import os
 import pickle
-import shutil
 import tempfile
 import threading
 import weakref
@@ -220,7 +219,8 @@ def register_group(name: str) -> _Group:
 
 
 def clear_caches(disk: bool = False) -> None:
-    """Empty every registered cache; with ``disk=True`` also delete the disk cache's files."""
+    """Empty every registered cache; with ``disk=True`` also delete the disk cache's files
+    (``<dir>/*/*.pkl``; other files there, such as the demo tokenizer folder, are kept)."""
     with _REG_LOCK:
         caches = list(_REGISTRY.values())
     for c in caches:
@@ -228,10 +228,17 @@ def clear_caches(disk: bool = False) -> None:
     if disk:
         d = cache_dir()
         if d is not None and os.path.isdir(d):
+            # only the files this module writes: the directory may be shared with other things
             for ns in os.listdir(d):
                 p = os.path.join(d, ns)
-                if os.path.isdir(p):
-                    shutil.rmtree(p, ignore_errors=True)
+                if not os.path.isdir(p):
+                    continue
+                for f in os.listdir(p):
+                    if f.endswith((".pkl", ".tmp")):
+                        try:
+                            os.unlink(os.path.join(p, f))
+                        except OSError:
+                            pass
 
 
 def cache_info(disk: bool = False) -> dict:
