@@ -17,6 +17,7 @@ from .runtime import ByteStateView, Matcher, Snapshot, TokenDFAMatcher, fill_bit
 from .kernels.bitmask import allocate_bitmask, apply_bitmask_, bitmask_to_ids, unpack_bitmask
 from .index.token_dfa import TokenDFA, DeviceTokenDFA
 from . import grammars
+from .caching import cache_info, clear_caches, set_cache_limits
 from .api import GenerationError, GenerationResult, Generator, function, generate
 
 __version__ = "0.1.0"
@@ -27,4 +28,5 @@ __all__ = [
     "fill_bitmasks", "StructgenError", "RegexError", "SchemaError", "GrammarError", "Unsupported",
     "LimitExceeded", "VocabularyError",
     "grammars", "generate", "Generator", "function", "GenerationResult", "GenerationError",
+    "clear_caches", "cache_info", "set_cache_limits",
 ]

@@ -24,7 +24,6 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import enum
-import hashlib
 import inspect
 import json
 import math
@@ -33,12 +32,11 @@ import re
 import threading
 import time
 import typing
-from collections import OrderedDict
 from typing import Any, Callable, Iterator
 
-import numpy as np
 import torch
 
+from . import caching
 from .compiler import CompiledGrammar, CompileStats
 from .compiler import compile as _compile
 from .decoding.autoregressive import DecodeStats, Row, decode_steps
@@ -368,7 +366,7 @@ def _encode_prompt(tokenizer, prompt, chat: bool | None, system: str | None) -> 
 
 
 # ----------------------------------------------------------------------------- vocabularies
-_VOCABS: "OrderedDict[tuple, tuple]" = OrderedDict()
+_VOCABS = caching.LRU(8, name="api.vocabularies")  # (id(tokenizer), width, eos ids) -> (tokenizer, vocab)
 _VOCAB_LOCK = threading.Lock()
 
 
@@ -387,9 +385,7 @@ def vocabulary_for(model, tokenizer):
         if hit is not None and hit[0] is tokenizer:
             return hit[1]
         vocab = Vocabulary.from_tokenizer(tokenizer, logits_width=width, eos_ids=extra)
-        _VOCABS[key] = (tokenizer, vocab)
-        if len(_VOCABS) > 8:
-            _VOCABS.popitem(last=False)
+        _VOCABS.put(key, (tokenizer, vocab))
         return vocab
 
 
@@ -398,7 +394,8 @@ class Generator:
     """A model and tokenizer, ready to generate under constraints many times.
 
     Compiled constraints are cached in memory per (constraint, vocabulary) and, with
-    ``cache_dir``, regular ones also on disk (their byte DFA, keyed by a hash of the
+    ``cache_dir``, regular ones also on disk (their byte DFA under ``cache_dir/dfa`` in the format of
+    :mod:`structgen.caching`, keyed by the
     constraint and the vocabulary fingerprint).  Keyword defaults given here
     (``max_new_tokens``, ``temperature``, ``chat``, ``system``, ``whitespace``, ...)
     apply to every call unless a call overrides them.  ``model=None`` loads the demo
@@ -419,9 +416,13 @@ class Generator:
         self.tokenizer = tokenizer
         self.vocab = vocab if vocab is not None else vocabulary_for(model, tokenizer)
         self.cache_dir = os.fspath(cache_dir) if cache_dir is not None else None
+        self._disk = caching.DiskCache("dfa", self.cache_dir) if self.cache_dir is not None else None
         self.defaults = defaults
-        self._compiled: "OrderedDict[Any, CompiledGrammar]" = OrderedDict()
-        self._constraints: "OrderedDict[Any, Constraint]" = OrderedDict()
+        # per generator, registered (weakly) so that sg.clear_caches() and sg.cache_info() see them
+        self._compiled = caching.LRU(128)
+        self._constraints = caching.LRU(128)
+        caching.register_group("api.generator.compiled").add(self._compiled)
+        caching.register_group("api.generator.constraints").add(self._constraints)
         self._bad_defaults = set(defaults) - set(_GEN_OPTIONS) - set(_CONSTRAINT_OPTIONS)
         if self._bad_defaults:
             raise TypeError(f"unknown Generator options: {sorted(self._bad_defaults)}")
@@ -436,13 +437,10 @@ class Generator:
         key = _spec_key(spec)
         hit = self._constraints.get(key) if key is not None else None
         if hit is not None:
-            self._constraints.move_to_end(key)
             return hit
         c = resolve_constraint(**spec)
         if key is not None:
-            self._constraints[key] = c
-            if len(self._constraints) > 128:
-                self._constraints.popitem(last=False)
+            self._constraints.put(key, c)
         return c
 
     def compile(self, grammar: Grammar) -> CompiledGrammar:
@@ -450,56 +448,47 @@ class Generator:
         key = grammar.key
         hit = self._compiled.get(key)
         if hit is not None:
-            self._compiled.move_to_end(key)
             return hit
         cg = self._load_from_disk(grammar)
         if cg is None:
             cg = _compile(grammar, self.vocab)
             self._save_to_disk(grammar, cg)
-        self._compiled[key] = cg
-        if len(self._compiled) > 128:
-            self._compiled.popitem(last=False)
+        self._compiled.put(key, cg)
         return cg
 
-    def _disk_path(self, grammar: Grammar) -> str | None:
-        if self.cache_dir is None or not grammar.is_regular:
+    def _disk_key(self, grammar: Grammar) -> bytes | None:
+        if self._disk is None or not grammar.is_regular:
             return None
-        h = hashlib.sha256(repr(grammar.key).encode("utf-8", "surrogatepass"))
-        h.update(self.vocab.fingerprint.encode())
-        return os.path.join(self.cache_dir, f"dfa-{h.hexdigest()[:32]}.npz")
+        return repr(grammar.key).encode("utf-8", "surrogatepass") + b"\0" + self.vocab.fingerprint.encode()
 
     def _load_from_disk(self, grammar: Grammar) -> CompiledGrammar | None:
-        path = self._disk_path(grammar)
-        if path is None or not os.path.isfile(path):
+        key = self._disk_key(grammar)
+        if key is None:
             return None
         from .automaton.dfa import ByteDFA
         from .index.token_dfa import TokenDFA
 
+        t0 = time.perf_counter()
+        z = self._disk.load(key)
+        if not isinstance(z, dict):
+            return None
         try:
-            t0 = time.perf_counter()
-            with np.load(path) as z:
-                dfa = ByteDFA(z["byte_class"], z["transitions"], z["accepting"], int(z["start"]))
+            dfa = ByteDFA(z["byte_class"], z["transitions"], z["accepting"], int(z["start"]))
             t1 = time.perf_counter()
             tdfa = TokenDFA(dfa, self.vocab)
         except Exception:
             return None  # a damaged cache entry: compile again
         stats = CompileStats("regular", states=dfa.n_states, byte_classes=dfa.n_classes, dfa_seconds=t1 - t0,
-                             index_seconds=time.perf_counter() - t1, extra={"disk_cache": path})
+                             index_seconds=time.perf_counter() - t1, extra={"disk_cache": self._disk.path(key)})
         return CompiledGrammar(grammar, self.vocab, token_dfa=tdfa, stats=stats)
 
     def _save_to_disk(self, grammar: Grammar, cg: CompiledGrammar) -> None:
-        path = self._disk_path(grammar)
-        if path is None or cg.token_dfa is None:
+        key = self._disk_key(grammar)
+        if key is None or cg.token_dfa is None:
             return
         dfa = cg.token_dfa.dfa
-        try:
-            os.makedirs(self.cache_dir, exist_ok=True)
-            tmp = f"{path}.tmp{os.getpid()}.npz"
-            np.savez(tmp, byte_class=dfa.byte_class, transitions=dfa.transitions, accepting=dfa.accepting,
-                     start=np.int64(dfa.start))
-            os.replace(tmp, path)
-        except OSError:
-            pass  # the disk cache is an optimisation only
+        self._disk.store(key, {"byte_class": dfa.byte_class, "transitions": dfa.transitions,
+                               "accepting": dfa.accepting, "start": int(dfa.start)})
 
     # -- generating
     def __call__(self, prompt, **kw):
@@ -649,7 +638,7 @@ class TextStream:
 
 
 # ----------------------------------------------------------------------------- generate()
-_GENERATORS: "OrderedDict[tuple, Generator]" = OrderedDict()
+_GENERATORS = caching.LRU(4, name="api.generators")  # (id(model), id(tokenizer)) -> Generator
 
 
 def generate(model, tokenizer, prompt, *, schema=None, regex=None, grammar=None, choices=None,
@@ -681,9 +670,7 @@ def generate(model, tokenizer, prompt, *, schema=None, regex=None, grammar=None,
     gen = _GENERATORS.get(key)
     if gen is None or gen.model is not model or gen.tokenizer is not tokenizer:
         gen = Generator(model, tokenizer)
-        _GENERATORS[key] = gen
-        if len(_GENERATORS) > 4:
-            _GENERATORS.popitem(last=False)
+        _GENERATORS.put(key, gen)
     return gen.generate(prompt, schema=schema, regex=regex, grammar=grammar, choices=choices,
                         max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
                         seed=seed, whitespace=whitespace, chat=chat, system=system, fast_forward=fast_forward,

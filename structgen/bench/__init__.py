@@ -22,28 +22,24 @@ import sys
 import time
 from pathlib import Path
 
-_REPO = Path(__file__).resolve().parents[2]
-DEFAULT_TOKENIZER = _REPO / "tests" / "data" / "tokenizers" / "llama3"
-DEFAULT_SUITE = _REPO / "tests" / "data" / "json-schema-test-suite"
+from ..errors import StructgenError
+from .paths import find_jsonschemabench, find_suite, find_tokenizer
+
 _DRAFT_URI = {"draft7": "http://json-schema.org/draft-07/schema#",
               "draft2020-12": "https://json-schema.org/draft/2020-12/schema"}
 
-__all__ = ["main", "suite_tasks", "default_data"]
+__all__ = ["main", "suite_tasks"]
 
 
-def default_data() -> Path | None:
-    """``../shared/data/jsonschemabench`` relative to the repository, when it exists."""
-    p = _REPO.parent / "shared" / "data" / "jsonschemabench"
-    return p if p.is_dir() else None
-
-
-def suite_tasks(suite=DEFAULT_SUITE, drafts=("draft2020-12", "draft7"), *, optional: bool = True,
+def suite_tasks(suite=None, drafts=("draft2020-12", "draft7"), *, optional: bool = True,
                 files=None) -> list[dict]:
     """One task per test case of the official suite: id ``draft/file.json#k``, subset
     ``draft/file.json``.  A draft-7 schema without ``$schema`` gets one, so that every engine
-    knows the draft."""
+    knows the draft.  ``suite``: the suite folder (default: the checkout's copy)."""
     tasks = []
     from .testsuite import suite_files
+
+    suite = find_suite(suite, "suite")
 
     for draft in drafts:
         for rel, p in suite_files(suite, draft, optional=optional):
@@ -64,7 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("mode", choices=["maskbench", "jsonschemabench", "testsuite", "report"])
     ap.add_argument("--data", default=None, help="JSONSchemaBench folder (default ../shared/data/jsonschemabench) "
                                                  "or, for testsuite, the suite folder")
-    ap.add_argument("--tokenizer", default=str(DEFAULT_TOKENIZER), help="tokenizer folder or name (default llama3)")
+    ap.add_argument("--tokenizer", default=None,
+                    help="tokenizer folder or name (default: tests/data/tokenizers/llama3 of a source checkout)")
     ap.add_argument("--engines", default=None, help="comma-separated (default: structgen and every installed peer)")
     ap.add_argument("--model", default="random", help="jsonschemabench: random, smollm2, or a model name/path")
     ap.add_argument("--limit-per-subset", type=int, default=None, help="stratified sample: N schemas per subset")
@@ -100,11 +97,20 @@ def _meta(args, engines, elapsed) -> dict:
 
 def main(argv=None) -> int:
     """``structgen bench`` / ``python -m structgen.bench`` (see the module docstring)."""
+
+    args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except StructgenError as e:  # a missing data folder or tokenizer: say which argument
+        print(f"structgen bench: {e}", file=sys.stderr)
+        return 2
+
+
+def _run(args) -> int:
     from . import report
     from .engines import installed_engines
     from .runner import Limits, RunConfig, read_results, run_tasks
 
-    args = _parser().parse_args(argv)
     out = Path(args.out)
     if args.mode == "report":
         modes = [args.report_mode] if args.report_mode else [m for m in ("maskbench", "jsonschemabench", "testsuite")
@@ -117,16 +123,15 @@ def main(argv=None) -> int:
             print(report.table(s))
         return 0
 
+    args.tokenizer = str(find_tokenizer(args.tokenizer))
     engines = [e.strip() for e in args.engines.split(",")] if args.engines else installed_engines()
     subsets = [s.strip() for s in args.subsets.split(",")] if args.subsets else None
     if args.mode == "testsuite":
-        tasks = suite_tasks(args.data or DEFAULT_SUITE, tuple(args.drafts.split(",")), files=subsets)
+        tasks = suite_tasks(find_suite(args.data, "--data"), tuple(args.drafts.split(",")), files=subsets)
     else:
         from .jsonschemabench import load_records
 
-        data = args.data or default_data()
-        if data is None:
-            raise SystemExit("no --data given and ../shared/data/jsonschemabench does not exist")
+        data = find_jsonschemabench(args.data)
         tasks = load_records(data, limit_per_subset=args.limit_per_subset, subsets=subsets, extra=args.extra)
     if args.whitespace is None:
         args.whitespace = "compact" if args.mode == "jsonschemabench" else "flexible"

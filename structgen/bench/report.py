@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 
 PCTS = (50, 90, 99, 99.9)
-FAILED = ("refused", "error", "compile_timeout", "run_timeout", "crash", "load_error", "load_timeout")
 
 
 def _pct(xs, q):

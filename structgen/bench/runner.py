@@ -31,13 +31,11 @@ import os
 import sys
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from pathlib import Path
 
 import numpy as np
-
-MODES = ("maskbench", "testsuite", "jsonschemabench")
 
 
 @dataclass
@@ -479,7 +477,3 @@ def _failure(config: RunConfig, slot: _Slot, status: str, error: str) -> dict:
     engine, task = slot.job
     return {"mode": config.mode, "engine": engine, "id": task["id"], "subset": task.get("subset"),
             "status": status, "error": error, "ttfm_ms": None, "tests": len(task.get("tests", []))}
-
-
-def config_dict(config: RunConfig) -> dict:
-    return asdict(config)

@@ -19,24 +19,27 @@ import json
 import time
 from pathlib import Path
 
+from structgen import caching
 from structgen.errors import StructgenError
 
-DEFAULT_SUITE = Path(__file__).resolve().parents[2] / "tests" / "data" / "json-schema-test-suite"
+from .paths import find_suite, find_tokenizer
+
 DRAFT_OPTION = {"draft2020-12": "2020-12", "draft7": "draft7"}
 
 
-DEFAULT_TOKENIZER = Path(__file__).resolve().parents[2] / "tests" / "data" / "tokenizers" / "llama3"
-_VOCABS: dict = {}
+_VOCABS = caching.LRU(4, name="bench.vocabularies")  # tokenizer path -> Vocabulary
 
 
-def load_vocab(path=DEFAULT_TOKENIZER):
-    """The Vocabulary of a tokenizer folder (cached per path)."""
-    key = str(path)
-    if key not in _VOCABS:
+def load_vocab(path=None):
+    """The Vocabulary of a tokenizer folder (cached per path; default: the checkout's llama3)."""
+    key = str(find_tokenizer(path, argument="tokenizer"))
+    vocab = _VOCABS.get(key)
+    if vocab is None:
         import structgen as sg
 
-        _VOCABS[key] = sg.Vocabulary.from_tokenizer(key)
-    return _VOCABS[key]
+        vocab = sg.Vocabulary.from_tokenizer(key)
+        _VOCABS.put(key, vocab)
+    return vocab
 
 
 def _empty(node) -> bool:
@@ -110,9 +113,11 @@ def suite_files(suite, draft: str, *, optional: bool = True) -> list:
     return [(f"{draft}/{p.relative_to(root)}", p) for p in paths]
 
 
-def run_suite(suite: Path = DEFAULT_SUITE, drafts=("draft2020-12", "draft7"), *, vocab=None, optional=True,
+def run_suite(suite: Path | None = None, drafts=("draft2020-12", "draft7"), *, vocab=None, optional=True,
               files=None, modes=("compact", "flexible"), engine: str = "auto") -> dict:
-    """``{"draft/file.json": result}`` for every keyword file of the given drafts."""
+    """``{"draft/file.json": result}`` for every keyword file of the given drafts (``suite``:
+    the suite folder, default the checkout's copy)."""
+    suite = find_suite(suite, "suite")
     out = {}
     for draft in drafts:
         for rel, p in suite_files(suite, draft, optional=optional):
@@ -135,16 +140,22 @@ def baseline_of(results: dict) -> dict:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--suite", default=str(DEFAULT_SUITE))
+    ap.add_argument("--suite", default=None, help="the suite folder (default: tests/data/json-schema-test-suite "
+                                                  "of a source checkout)")
     ap.add_argument("--drafts", nargs="+", default=["draft2020-12", "draft7"])
-    ap.add_argument("--tokenizer", default=str(DEFAULT_TOKENIZER), help="tokenizer folder (default llama3)")
+    ap.add_argument("--tokenizer", default=None,
+                    help="tokenizer folder (default: tests/data/tokenizers/llama3 of a source checkout)")
     ap.add_argument("--engine", default="auto", choices=["auto", "dfa", "cfg"])
     ap.add_argument("--write-baseline", default=None, help="write the per-file counts to this JSON file")
     ap.add_argument("--show-failures", action="store_true")
     args = ap.parse_args(argv)
-    vocab = load_vocab(args.tokenizer)
+    try:
+        vocab = load_vocab(find_tokenizer(args.tokenizer))
+        suite = find_suite(args.suite)
+    except StructgenError as e:
+        raise SystemExit(f"structgen testsuite: {e}") from None
     t0 = time.perf_counter()
-    results = run_suite(Path(args.suite), args.drafts, vocab=vocab, engine=args.engine)
+    results = run_suite(suite, args.drafts, vocab=vocab, engine=args.engine)
     for f, r in results.items():
         print(f"{f:55s} compiled {r['compiled']:3d}/{r['cases']:3d}  passed {r['passed']:4d}/{r['tests']:4d}"
               f"  valid-rejected {r['valid_rejected']:3d}  invalid-accepted {r['invalid_accepted']}  {r['errors']}")

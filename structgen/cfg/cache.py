@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 
+from .. import caching
 from . import mask as mk
 
 
@@ -56,6 +57,7 @@ class MaskCache:
         self.alloc_scratch(n_words, trie.node_depth.shape[0], int(trie.max_depth) + 2)
         self.roots: dict = {}  # frontier lexer states (their bytes) -> their root bits, dense
         self.prefilled = False  # a prefill ran to completion
+        caching.register_group("cfg.mask").add(self)  # sg.clear_caches() / sg.cache_info() see it
 
     def root_bits(self, snap: _Snapshot, gs: np.ndarray):
         """The OR of the root-level bits of lexer states ``gs`` (a frontier), cached per
@@ -119,6 +121,17 @@ class MaskCache:
 
     def nbytes(self) -> int:
         return self.snap.nbytes() + sum(w.nbytes for w in self.roots.values())
+
+    def clear(self) -> None:
+        """Start afresh, as when the bound is reached (readers keep the snapshot they hold)."""
+        with self.lock:
+            self.clears += 1
+            self.snap = self._empty()
+            self.roots = {}
+
+    def info(self) -> dict:
+        return {"entries": self.n_entries, "bytes": self.nbytes(), "hits": None, "misses": None,
+                "max_entries": None, "max_bytes": self.max_bytes}
 
     def begin_fill(self) -> _Snapshot:
         """A private copy of the hash table and counters over the shared pools (call under ``lock``)."""

@@ -19,11 +19,11 @@ from __future__ import annotations
 import pickle
 import threading
 import time
-from collections import OrderedDict
 
 import numpy as np
 from numba import njit
 
+from .. import caching
 from ..automaton import ir
 from ..automaton.dfa import ByteDFA
 from ..errors import GrammarError, LimitExceeded, StructgenError
@@ -294,9 +294,7 @@ def _drop_epsilon(d: ByteDFA) -> ByteDFA:
     return ByteDFA(d.byte_class.copy(), tr, acc, 0)
 
 
-_CHAINED: OrderedDict = OrderedDict()  # (body key, prefix) -> (body DFA or None, prefixed DFA): an LRU
-_CHAINED_SIZE = 4096
-_CHAINED_LOCK = threading.Lock()
+_CHAINED = caching.LRU(4096, name="cfg.chained")  # (body key, prefix) -> (body DFA or None, prefixed DFA)
 
 
 def _prefixed_build(node: ir.Node, max_states: int) -> ByteDFA:
@@ -315,10 +313,7 @@ def _prefixed_build(node: ir.Node, max_states: int) -> ByteDFA:
     rest = node.items[1:]
     embed = rest[0].dfa if len(rest) == 1 and isinstance(rest[0], ir.Embed) and rest[0].dfa.start == 0 else None
     key = (("dfa", id(embed)) if embed is not None else rest, rep)
-    with _CHAINED_LOCK:
-        hit = _CHAINED.get(key)
-        if hit is not None and hit[0] is embed:
-            _CHAINED.move_to_end(key)
+    hit = _CHAINED.get(key)
     if hit is not None and hit[0] is embed:
         d = hit[1]
         if d.n_states > max_states:
@@ -329,10 +324,7 @@ def _prefixed_build(node: ir.Node, max_states: int) -> ByteDFA:
         # an embedded DFA is trimmed already (minimal when it comes from the builder)
         body = embed if embed is not None else _literal_dfa(rest) or build(ir.seq(*rest), max_states=max_states)
         d = _chain_before(body, rep.item.ranges, rep.max, max_states) or build(node, max_states=max_states)
-    with _CHAINED_LOCK:
-        _CHAINED[key] = (embed, d)  # the body DFA is kept alive with its id
-        if len(_CHAINED) > _CHAINED_SIZE:
-            _CHAINED.popitem(last=False)
+    _CHAINED.put(key, (embed, d))  # the body DFA is kept alive with its id
     return d
 
 

@@ -13,10 +13,10 @@ are ignored.  ``%declare``d terminals (no pattern) raise :class:`Unsupported`.
 from __future__ import annotations
 
 import re
-import threading
 
 from ..automaton import ir
 from ..errors import GrammarError, RegexError, Unsupported
+from .. import caching
 from ..cfg import diskcache
 from ..cfg.grammar import CFG, literal_terminal
 from .regex import parse_regex
@@ -124,15 +124,11 @@ def lark_to_cfg(text: str, start: str = "start") -> CFG:
     if not isinstance(cfg, CFG):
         cfg = _lark_to_cfg(text, start)
         diskcache.store("lark", dkey, cfg)
-    with _LOCK:
-        if len(_CACHE) >= 64:
-            _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[key] = cfg
+    _CACHE.put(key, cfg)
     return CFG(cfg.start, dict(cfg.rules), dict(cfg.terminals), list(cfg.ignore), dict(cfg.positions))
 
 
-_CACHE: dict = {}  # (text, start) -> CFG, the last 64 grammars (terminal IR nodes are immutable)
-_LOCK = threading.Lock()
+_CACHE = caching.LRU(64, name="lark.cfg")  # (text, start) -> CFG (terminal IR nodes are immutable)
 
 
 def _lark_to_cfg(text: str, start: str) -> CFG:
