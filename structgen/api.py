@@ -37,12 +37,17 @@ from typing import Any, Callable, Iterator
 import torch
 
 from . import caching
-from .compiler import CompiledGrammar, CompileStats
+from .automaton.dfa import ByteDFA
+from .compiler import CompiledGrammar, CompileStats, slicing_of
 from .compiler import compile as _compile
 from .decoding.autoregressive import DecodeStats, Row, decode_steps
 from .errors import SchemaError, StructgenError, Unsupported
 from .frontends.json_schema.keywords import SCHEMA_MAPS  # names -> sub-schemas (the map is not a schema)
+from .frontends.pydantic import pydantic_to_schema
 from .grammar import Grammar
+from .index.token_dfa import TokenDFA
+from .models import load_demo, model_logits_width
+from .vocab import Vocabulary
 
 __all__ = ["generate", "Generator", "GenerationResult", "GenerationError", "Constraint", "TextStream",
            "function", "constraint_from_annotation"]
@@ -108,8 +113,6 @@ def _pydantic_grammar(tp, options: dict) -> Grammar:
     options = dict(options)
     if not options.pop("strict", True):
         return Grammar.from_pydantic(tp, **options)
-    from .frontends.pydantic import pydantic_to_schema
-
     g = Grammar.from_json_schema(_closed(pydantic_to_schema(tp)), **options)
     g.source = f"Pydantic {_type_name(tp)}"
     return g
@@ -373,9 +376,6 @@ _VOCAB_LOCK = threading.Lock()
 def vocabulary_for(model, tokenizer):
     """The :class:`Vocabulary` of ``tokenizer`` at the model's logits width, with the model's
     generation-config EOS ids added; cached per (tokenizer, width)."""
-    from .models import model_logits_width
-    from .vocab import Vocabulary
-
     width = model_logits_width(model) if model is not None else None
     gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
     extra = [] if gen_eos is None else ([gen_eos] if isinstance(gen_eos, int) else list(gen_eos))
@@ -405,8 +405,6 @@ class Generator:
     def __init__(self, model=None, tokenizer=None, *, vocab=None, cache_dir: str | os.PathLike | None = None,
                  **defaults):
         if model is None:
-            from .models import load_demo
-
             model, demo_tok = load_demo()
             tokenizer = tokenizer or demo_tok
             defaults.setdefault("chat", True)
@@ -465,9 +463,6 @@ class Generator:
         key = self._disk_key(grammar)
         if key is None:
             return None
-        from .automaton.dfa import ByteDFA
-        from .index.token_dfa import TokenDFA
-
         t0 = time.perf_counter()
         z = self._disk.load(key)
         if not isinstance(z, dict):
@@ -475,7 +470,7 @@ class Generator:
         try:
             dfa = ByteDFA(z["byte_class"], z["transitions"], z["accepting"], int(z["start"]))
             t1 = time.perf_counter()
-            tdfa = TokenDFA(dfa, self.vocab)
+            tdfa = TokenDFA(dfa, self.vocab, slicing=slicing_of(grammar))  # the slices a fresh compile uses
         except Exception:
             return None  # a damaged cache entry: compile again
         stats = CompileStats("regular", states=dfa.n_states, byte_classes=dfa.n_classes, dfa_seconds=t1 - t0,

@@ -16,6 +16,10 @@ from .index.slices import SliceDef, Slicing
 from .runtime.key_guard import KeyGuardMatcher
 from .runtime.matcher import TokenDFAMatcher
 from .runtime.protocol import Matcher
+from .automaton.build import build_dfa
+from .cfg import compile_cfg
+from .cfg.engine import PREFILL_SECONDS
+from .index.token_dfa import TokenDFA
 
 _CACHE = caching.LRU(64, name="compile")  # (grammar key, vocabulary, limits) -> CompiledGrammar
 
@@ -89,9 +93,6 @@ def compile(grammar: Grammar, vocab, *, max_states: int = 100_000, time_limit: f
     if hit is not None:
         return hit
     if grammar.is_regular:
-        from .automaton.build import build_dfa
-        from .index.token_dfa import TokenDFA
-
         t0 = time.perf_counter()
         dfa = build_dfa(grammar.node, max_states=max_states, time_limit=time_limit)
         t1 = time.perf_counter()
@@ -101,9 +102,6 @@ def compile(grammar: Grammar, vocab, *, max_states: int = 100_000, time_limit: f
                              dfa_seconds=t1 - t0, index_seconds=t2 - t1)
         result = CompiledGrammar(grammar, vocab, token_dfa=tdfa, stats=stats)
     else:
-        from .cfg import compile_cfg
-        from .cfg.engine import PREFILL_SECONDS
-
         t0 = time.perf_counter()
         # grammars are compiled once and reused; a JSON Schema's time to first mask counts
         prefill = 0.0 if grammar.key[0] == "json_schema" else PREFILL_SECONDS

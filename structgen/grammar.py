@@ -12,6 +12,14 @@ import json
 from typing import Any, Iterable
 
 from .automaton import ir
+from .errors import StructgenError
+from .frontends.gbnf import gbnf_to_cfg
+from .frontends.json_schema.property_order import check_order
+from .frontends.json_schema.select import compile_with
+from .frontends.json_schema.slicing import json_slicing
+from .frontends.lark import lark_to_cfg
+from .frontends.pydantic import pydantic_to_schema
+from .frontends.regex import parse_regex
 
 
 class Grammar:
@@ -38,8 +46,6 @@ class Grammar:
     def from_regex(cls, pattern: str, *, syntax: str = "python") -> "Grammar":
         """Outputs that fully match ``pattern`` (Python ``re`` syntax by default;
         ``syntax="ecma"`` for JavaScript / JSON Schema semantics of ``\\d \\w \\s``)."""
-        from .frontends.regex import parse_regex
-
         node = parse_regex(pattern, syntax=syntax)
         return cls("regular", node=node, key=("regex", pattern, syntax), source=f"regex {pattern!r}")
 
@@ -48,8 +54,6 @@ class Grammar:
         """Exactly one of the given strings."""
         opts = tuple(dict.fromkeys(str(o) for o in options))
         if not opts:
-            from .errors import StructgenError
-
             raise StructgenError("Grammar.choice needs at least one option")
         node = ir.alt(*(ir.literal(o) if o else ir.EMPTY for o in opts))
         return cls("regular", node=node, key=("choice", opts), source=f"choice of {len(opts)} strings")
@@ -78,20 +82,14 @@ class Grammar:
         """
         if engine not in ("auto", "dfa", "cfg"):
             raise ValueError("engine must be 'auto', 'dfa' or 'cfg'")
-        from .frontends.json_schema.property_order import check_order
-
         if check_order(property_order) == "any":
             options["property_order"] = "any"
         if isinstance(schema, (str, bytes)):
             schema = json.loads(schema)
-        from .frontends.json_schema.select import compile_with
-
         engine, result = compile_with(engine, schema, **options)
         key = ("json_schema", engine, json.dumps(schema, sort_keys=True, default=str),
                tuple(sorted((k, repr(v)) for k, v in options.items())))
         src = f"JSON Schema ({engine})"
-        from .frontends.json_schema.slicing import json_slicing
-
         if isinstance(result.grammar, ir.Node):
             return cls("regular", node=result.grammar, key=key, source=src, report=result, slicing=json_slicing())
         return cls("cfg", cfg=result.grammar, key=key, source=src, report=result, slicing=json_slicing())
@@ -100,8 +98,6 @@ class Grammar:
     def from_pydantic(cls, model, *, property_order: str = "declared", **options) -> "Grammar":
         """JSON documents that validate as ``model`` (a Pydantic model or any type
         Pydantic's TypeAdapter accepts); options as :meth:`from_json_schema`."""
-        from .frontends.pydantic import pydantic_to_schema
-
         g = cls.from_json_schema(pydantic_to_schema(model), property_order=property_order, **options)
         g.source = f"Pydantic {getattr(model, '__name__', model)!s}"
         return g
@@ -110,15 +106,11 @@ class Grammar:
     @classmethod
     def from_lark(cls, text: str, start: str = "start") -> "Grammar":
         """A grammar in Lark's syntax (rules, terminals, ``%import``, ``%ignore``)."""
-        from .frontends.lark import lark_to_cfg
-
         return cls("cfg", cfg=lark_to_cfg(text, start=start), key=("lark", text, start), source="Lark grammar")
 
     @classmethod
     def from_gbnf(cls, text: str, start: str = "root") -> "Grammar":
         """A grammar in llama.cpp's GBNF syntax."""
-        from .frontends.gbnf import gbnf_to_cfg
-
         return cls("cfg", cfg=gbnf_to_cfg(text, start=start), key=("gbnf", text, start), source="GBNF grammar")
 
     def __repr__(self) -> str:

@@ -46,7 +46,7 @@ from .product import difference_dfas, intersect_dfas
 
 # re-exported: the front ends' caches of embedded automata use these (see :mod:`.limits`)
 __all__ = ["DEFAULT_MAX_STATES", "DEFAULT_MAX_NFA_STATES", "LRUCache", "Limits", "WorkBudget", "build_dfa",
-           "build_node", "clear_caches", "determinize", "embedded", "on_clear", "recording", "replay",
+           "build_node", "clear_caches", "determinize", "embedded", "recording", "replay",
            "work_budget"]
 
 DEFAULT_MAX_STATES = 100_000
@@ -75,8 +75,6 @@ def LRUCache(entries: int, max_bytes: int = 256 << 20, name: str | None = None) 
 _DFA_CACHE = LRUCache(512, name="automaton.dfa")
 _CHARSET_CACHE = LRUCache(4096, name="automaton.charset")
 _EMBEDS = LRUCache(4096, 128 << 20, name="automaton.embeds")  # content key -> ir.Embed
-
-on_clear = caching.on_clear  # kept for the front ends that register clear callbacks here
 
 
 def clear_caches() -> None:

@@ -26,6 +26,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from .. import caching
 from ..errors import LimitExceeded
 from . import ir
 from .kernels import csr_by_source
@@ -494,3 +495,6 @@ def prepare(nfa: NFA) -> Prepared:
         sc_ptr, sc_cls, e_ptr, e_dst, important,
         nfa.start, nfa.final,
     )
+
+
+caching.register_function("automaton.ascii_fragments", _ascii_fragment)

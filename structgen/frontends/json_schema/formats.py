@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from structgen import caching
 from structgen.automaton import ir
 
 EXACT = frozenset({"date", "date-time", "time", "idn-email", "ipv4", "ipv6", "json-pointer"})
@@ -229,7 +230,7 @@ _PATTERNS = {
 }
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=256)
 def format_ir(name: str):
     """Decoded-text IR of format ``name``, or None when the format is an unconstrained annotation."""
     if name in ("idn-hostname", "hostname"):
@@ -245,3 +246,7 @@ def _hostname() -> ir.Node:
     good = ir.And((label, ir.Not(bad)))
     names = ir.seq(good, ir.Repeat(ir.seq(ir.literal("."), good), 0, None))
     return ir.And((names, ir.Repeat(ir.ANY_CHAR, 1, 253)))
+
+
+caching.register_function("json_schema.formats", format_ir)
+caching.register_function("json_schema.hostname", _hostname)

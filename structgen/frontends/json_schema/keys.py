@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from structgen import caching
 from structgen.automaton import ir
-from structgen.automaton.build import build_dfa, embedded, on_clear
+from structgen.automaton.build import build_dfa, embedded
 from structgen.automaton.minimize import canonical_dfa
 
 from .strings import SURROGATE, code_point_gadget, encode_charset
 
 _KEY_CHAR = None  # (A: the DFA of one encoded key code point, its 256-column rows mapped for other_keys_node)
-_OTHER_KEYS: dict = {}  # sorted declared keys -> node (the oldest dropped first past _OTHER_KEYS_SIZE)
-_OTHER_KEYS_SIZE = 1024
-on_clear(_OTHER_KEYS.clear)
+_OTHER_KEYS = caching.LRU(1024, name="json_schema.other_keys")  # sorted declared keys -> node
 
 
 def _key_char():
@@ -151,10 +150,5 @@ def other_keys_node(declared) -> ir.Node | None:
     acc = np.zeros(n, bool)
     acc[1] = True
     node = embedded(canonical_dfa(table, acc, bc))
-    if len(_OTHER_KEYS) >= _OTHER_KEYS_SIZE:
-        try:
-            _OTHER_KEYS.pop(next(iter(_OTHER_KEYS)))
-        except (KeyError, RuntimeError, StopIteration):  # another thread got there first
-            pass
-    _OTHER_KEYS[texts] = node
+    _OTHER_KEYS.put(texts, node)
     return node

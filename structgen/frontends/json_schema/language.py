@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from structgen import caching
 from structgen.automaton import ir
 from structgen.automaton.build import build_dfa
 from structgen.errors import RegexError, Unsupported
@@ -69,3 +70,6 @@ def pattern_finds(key: str, node: ir.Node) -> bool:
     """Does the pattern whose search language is ``node`` find a match in the literal ``key``?
     Decided on the automaton itself."""
     return build_dfa(node).fullmatch(key.encode("utf-8"))
+
+
+caching.register_function("json_schema.patterns", pattern_search_ir)

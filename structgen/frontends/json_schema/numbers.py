@@ -16,7 +16,7 @@ from decimal import Decimal
 import numpy as np
 
 from structgen.automaton import ir
-from structgen.automaton.build import LRUCache, build_dfa, embedded, on_clear, recording, replay
+from structgen.automaton.build import LRUCache, build_dfa, embedded, recording, replay
 from structgen.automaton.dfa import ByteDFA
 from structgen.errors import LimitExceeded, SchemaError
 
@@ -183,8 +183,7 @@ def number_constant(value: Decimal, integer_only: bool = False) -> ir.Node:
     return number_interval(value, False, value, False, integer=integer_only)
 
 
-_MULTIPLE_OF = LRUCache(1024, 64 << 20)  # (normalised step, max_states) -> (embedded minimal DFA, build work)
-on_clear(_MULTIPLE_OF.clear)
+_MULTIPLE_OF = LRUCache(1024, 64 << 20, name="json_schema.multiple_of")  # (normalised step, max_states) -> (embedded minimal DFA, build work)
 
 
 def multiple_of_node(step: Decimal, max_states: int = 100_000, pointer: str = "") -> ir.Node:

@@ -48,8 +48,9 @@ from __future__ import annotations
 import re
 import time
 
+from structgen import caching
 from structgen.automaton import ir
-from structgen.automaton.build import build_dfa, embedded, on_clear, recording, replay
+from structgen.automaton.build import build_dfa, embedded, recording, replay
 from structgen.errors import LimitExceeded, SchemaError, Unsupported
 
 from . import formats as json_formats
@@ -66,8 +67,8 @@ from .report import SchemaReport
 from .strings import encode, literal_set_node
 from .values import canon, json_type
 
-_ANY_CACHE: dict = {}  # (depth, exponent-free numbers, whitespace node, dumps, dfa blocks) -> (IR, work)
-on_clear(_ANY_CACHE.clear)
+# (depth, exponent-free numbers, whitespace node, dumps, dfa blocks) -> (IR, work)
+_ANY_CACHE = caching.LRU(256, name="json_schema.any_values")
 _PLAIN_KEY = re.compile(r'[\x20\x21\x23-\x5b\x5d-\x7e]*')
 
 
@@ -182,7 +183,7 @@ class RegularCompiler(ObjectLanguages, ArrayLanguages):
                 scalars.append(self.container("[", "]", ir.seq(inner, ir.Repeat(ir.seq(self.sep, inner), 0, None)),
                                               True))
             node = self.block(ir.alt(*scalars))
-        _ANY_CACHE[key] = (node, rec.tree)
+        _ANY_CACHE.put(key, (node, rec.tree))
         return node
 
     def string_node(self) -> ir.Node:

@@ -28,8 +28,9 @@ from functools import lru_cache
 
 import numpy as np
 
+from structgen import caching
 from structgen.automaton import ir
-from structgen.automaton.build import LRUCache, build_dfa, embedded, on_clear, recording, replay
+from structgen.automaton.build import LRUCache, build_dfa, embedded, recording, replay
 from structgen.automaton.minimize import canonical_acyclic_dfa, canonical_dfa
 from structgen.errors import LimitExceeded, Unsupported
 
@@ -85,7 +86,7 @@ def hex_range(lo: int, hi: int, ndigits: int = 4, lower_only: bool = False) -> i
     return ir.alt(*parts)
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=256)
 def _any_hex(n: int, lower_only: bool) -> ir.Node:
     return ir.repeat(_hex_digit_set(0, 15, lower_only), n, n) if n else ir.EMPTY
 
@@ -341,10 +342,7 @@ def _common_prefix(a: str, b: str) -> int:
     return lo
 
 
-_LITERAL_SET_CACHE = LRUCache(1024, 64 << 20)  # (mode, texts) -> node
-on_clear(_LITERAL_SET_CACHE.clear)
-on_clear(_encode_charset.cache_clear)
-on_clear(_encode_cached.cache_clear)
+_LITERAL_SET_CACHE = LRUCache(1024, 64 << 20, name="json_schema.literal_sets")  # (mode, texts) -> node
 
 
 def literal_set_node(texts, mode: str = "value") -> ir.Node:
@@ -679,3 +677,9 @@ def encode_dfa(dfa, mode: str = "value"):
     acc = np.zeros(total, np.bool_)
     acc[:n] = np.asarray(dfa.accepting)
     return canonical_dfa(table, acc, np.arange(256, dtype=np.int32))
+
+
+caching.register_function("json_schema.hex_digits", _any_hex)
+caching.register_function("json_schema.encoded_charsets", _encode_charset)
+caching.register_function("json_schema.encoded_strings", _encode_cached)
+caching.register_function("json_schema.code_point_gadgets", code_point_gadget)

@@ -9,6 +9,7 @@ import bisect
 import unicodedata
 from functools import lru_cache
 
+from ... import caching
 from ...automaton import ir
 
 def ranges_where(pred, top: int = ir.MAX_CODE_POINT) -> tuple:
@@ -23,7 +24,7 @@ def ranges_where(pred, top: int = ir.MAX_CODE_POINT) -> tuple:
     return tuple(out)
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=256)
 def py_class(name: str) -> ir.CharSet:
     """Python's Unicode ``\\d \\w \\s`` from the str predicates ``re`` itself uses."""
     pred = {"d": str.isdecimal, "w": lambda c: c.isalnum() or c == "_", "s": str.isspace}[name]
@@ -67,7 +68,7 @@ def all_categories() -> dict:
     return cats
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=256)
 def general_category(short: str) -> ir.CharSet:
     cats = all_categories()
     if short == "LC":
@@ -148,3 +149,7 @@ def case_closure(cs: ir.CharSet, ascii_only: bool) -> ir.CharSet:
 GC_SHORT = {"L", "LC", "Lu", "Ll", "Lt", "Lm", "Lo", "M", "Mn", "Mc", "Me", "N", "Nd", "Nl", "No",
              "P", "Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "S", "Sm", "Sc", "Sk", "So", "Z", "Zs",
              "Zl", "Zp", "C", "Cc", "Cf", "Cs", "Co", "Cn"}
+
+
+for _fn in (py_class, all_categories, general_category, fold_groups):
+    caching.register_function(f"regex.{_fn.__name__}", _fn)
