@@ -4,6 +4,8 @@
 :class:`ByteDFA`; :mod:`.ops` combines ByteDFAs (intersection, union, complement
 relative to UTF-8, concatenation, emptiness, equivalence).  Regex text is the front end's
 (:func:`structgen.frontends.regex.dfa_from_regex`): nothing here parses a specification.
+:mod:`.limits` holds the size / time limits and work budgets, :mod:`.product` the product
+constructions.  May import ``errors``, ``caching`` and ``kernels`` only.
 """
 from .build import build_dfa, clear_caches
 from .dfa import ByteDFA

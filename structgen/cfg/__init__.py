@@ -12,7 +12,11 @@ entries and the kernels' argument records), ``trie_walks`` (walks of the token t
 ``run_budgets`` (states counting run characters), ``cache`` (MaskCache: per-grammar mask parts,
 bounded), ``diskcache``
 (Lark loading and lexer DFAs pickled per grammar under a user cache dir),
-``engine`` (normalisation, tables, CompiledCFG), ``matcher`` (CFGMatcher).
+``engine`` (normalisation, tables, CompiledCFG), ``matcher`` (CFGMatcher, the
+:class:`~structgen.Matcher` protocol).
+
+May import ``errors``, ``caching``, ``kernels``, ``vocab``, ``automaton``, ``index`` and
+``runtime``; never ``frontends`` (the front ends build the :class:`CFG` this package compiles).
 """
 from .grammar import CFG
 from .engine import CompiledCFG, compile_cfg

@@ -4,8 +4,9 @@ Holds one module (or package) per kind of specification: :mod:`.regex` (Python /
 syntax -> regular IR), :mod:`.json_schema` (JSON Schema -> regular IR or a CFG), :mod:`.pydantic`
 (Pydantic models -> JSON Schema), :mod:`.lark` and :mod:`.gbnf` (grammar text -> CFG).
 
-May import: :mod:`structgen.errors`, :mod:`structgen.automaton` (IR, DFAs and their operations) and
-:mod:`structgen.cfg` (the CFG type, its disk cache).  Nothing below imports a front end.
+May import: :mod:`structgen.errors`, :mod:`structgen.caching`, :mod:`structgen.automaton` (IR, DFAs
+and their operations), :mod:`structgen.index` (vocabulary slice definitions) and :mod:`structgen.cfg`
+(the CFG type, its disk cache).  Nothing below imports a front end.
 """
 from .regex import parse_regex, search_to_full
 from .lark import lark_to_cfg

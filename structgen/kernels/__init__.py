@@ -1,1 +1,3 @@
-"""Numba kernels and torch ops on flat arrays.  Imports only numpy, numba and torch."""
+"""Numba kernels and torch ops on flat arrays: bitmask allocation, application and unpacking
+(:mod:`.bitmask`), token-trie walks (:mod:`.trie_walk`).  Imports only numpy, numba and torch.
+"""

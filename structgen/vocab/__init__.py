@@ -1,4 +1,9 @@
-"""Token vocabularies: exact token bytes, EOS/special ids, logits width, and the token trie."""
+"""Token vocabularies: exact token bytes, EOS/special ids, logits width, and the token trie.
+
+:class:`Vocabulary` reads a Hugging Face tokenizer (byte-level BPE, SentencePiece) into flat byte
+arrays; :class:`TokenTrie` is its DFS-flattened trie.  May import ``errors``, ``kernels`` and the
+tokenizer libraries only.
+"""
 from .trie import TokenTrie
 from .vocabulary import EOS_MARKERS, Vocabulary
 
