@@ -105,7 +105,8 @@ def compile(grammar: Grammar, vocab, *, max_states: int = 100_000, time_limit: f
         t0 = time.perf_counter()
         # grammars are compiled once and reused; a JSON Schema's time to first mask counts
         prefill = 0.0 if grammar.key[0] == "json_schema" else PREFILL_SECONDS
-        engine = compile_cfg(grammar.cfg, vocab, prefill_seconds=prefill, slicing=slicing_of(grammar))
+        engine = compile_cfg(grammar.cfg, vocab, max_states=max_states, prefill_seconds=prefill,
+                             slicing=slicing_of(grammar))
         stats = CompileStats("cfg", index_seconds=time.perf_counter() - t0)
         result = CompiledGrammar(grammar, vocab, engine=engine, stats=stats)
     if cache:

@@ -19,6 +19,7 @@ import pytest
 from lark import Lark
 from lark.exceptions import LarkError
 
+import structgen as sg
 from structgen import grammars
 from structgen.cfg import compile_cfg
 from structgen.frontends import gbnf_to_cfg, lark_to_cfg
@@ -687,3 +688,12 @@ def test_boundary_lists_are_shared(llama3):
         assert key not in seen, b
         seen.add(key)
     assert len(seen) > 20
+
+
+def test_compile_passes_max_states_to_the_grammar_engine(llama3):
+    # (a|b)*a(a|b){8} needs 2^9 DFA states: refused under a small limit, compiled under the default
+    g = sg.Grammar.from_lark('start: A\nA: /(a|b)*a(a|b){8}/\n')
+    with pytest.raises(sg.LimitExceeded, match="max_states=50"):
+        sg.compile(g, llama3, max_states=50, cache=False)
+    m = sg.compile(g, llama3, cache=False).matcher()
+    assert m.advance_bytes(b"ba" + b"b" * 8) and m.is_accepting()
