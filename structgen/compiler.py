@@ -83,8 +83,8 @@ def compile(grammar: Grammar, vocab, *, max_states: int = 100_000, time_limit: f
             cache: bool = True) -> CompiledGrammar:
     """Compile ``grammar`` for ``vocab``.
 
-    ``max_states`` bounds the byte DFA and ``time_limit`` (seconds) the DFA
-    construction; exceeding either raises :class:`~structgen.errors.LimitExceeded`.
+    ``max_states`` bounds the byte DFA (for the grammar engine, each terminal's lexer DFA) and
+    ``time_limit`` (seconds) the DFA construction; exceeding either raises :class:`~structgen.errors.LimitExceeded`.
     """
     if not isinstance(grammar, Grammar):
         raise TypeError(f"compile() takes a structgen.Grammar, not {type(grammar).__name__}")
