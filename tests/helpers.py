@@ -113,3 +113,15 @@ def structure_bias(vocab, strength):
         elif t in set(int(e) for e in vocab.eos_ids):
             bias[t] = strength
     return bias
+
+
+def segment(data: bytes, pieces, rng) -> list[int]:
+    """A random segmentation of ``data`` into ``pieces`` (ids are their indices; every byte must
+    be among them so that one always fits)."""
+    out, pos = [], 0
+    while pos < len(data):
+        fits = [i for i, p in enumerate(pieces) if data.startswith(p, pos)]
+        i = rng.choice(fits)
+        out.append(i)
+        pos += len(pieces[i])
+    return out

@@ -15,7 +15,7 @@ import structgen as sg
 from structgen.frontends.json_schema import combine as jc
 from structgen.frontends.json_schema.cfg import compile_json_schema_cfg
 from structgen.vocab import Vocabulary
-from tests.helpers import brute_mask_check, sample, structure_bias
+from tests.helpers import brute_mask_check, sample, segment, structure_bias
 
 KEYS = ["a", "b", "c"]
 _PIECES = [bytes([b]) for b in range(256)] + [
@@ -30,14 +30,7 @@ def tiny_vocab():
 
 def tokens(text: str, rng) -> list:
     """A random segmentation of ``text`` into tokens of the tiny vocabulary."""
-    data = text.encode("utf-8")
-    out, pos = [], 0
-    while pos < len(data):
-        fits = [i for i, p in enumerate(_PIECES) if data.startswith(p, pos)]
-        i = rng.choice(fits)
-        out.append(i)
-        pos += len(_PIECES[i])
-    return out
+    return segment(text.encode("utf-8"), _PIECES, rng)
 
 
 def rand_leaf(r: random.Random):

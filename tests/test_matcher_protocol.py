@@ -20,6 +20,7 @@ import structgen as sg
 from structgen.decoding.autoregressive import Row, decode
 from structgen.integrations.transformers import StructgenLogitsProcessor
 from structgen.runtime.key_guard import KeyGuardMatcher
+from tests import helpers
 
 PIECES = [bytes([b]) for b in range(256)] + [
     b'{"', b'":', b'": ', b'true', b'false', b', "', b',"', b'"a"', b'"a":', b'[1', b'12', b'ab', b'abc', b'"}',
@@ -86,13 +87,7 @@ def example_bytes(kind, vocab) -> bytes:
 
 def segment(data: bytes, rng) -> list[int]:
     """A random segmentation of ``data`` into PIECES (every byte is a piece)."""
-    out, pos = [], 0
-    while pos < len(data):
-        fits = [i for i, p in enumerate(PIECES) if data.startswith(p, pos)]
-        i = rng.choice(fits)
-        out.append(i)
-        pos += len(PIECES[i])
-    return out
+    return helpers.segment(data, PIECES, rng)
 
 
 def mask_ids(m, vocab) -> set:
