@@ -315,17 +315,11 @@ class Merger:
             req += [k for k in c.get("required", []) or [] if k not in req]
         if req:
             out["required"] = req
-        mins = [c["minProperties"] for c in comps if "minProperties" in c]
-        maxs = [c["maxProperties"] for c in comps if "maxProperties" in c]
-        if mins:
-            out["minProperties"] = max(mins)
-        if maxs:
-            out["maxProperties"] = min(maxs)
+        _tightest(comps, out, "minProperties", "maxProperties")
 
     def _arrays(self, comps: list, out: dict) -> None:
         if not comps:
             return
-        draft7 = self.o.rc.draft == "draft7"
         tuples = [c for c in comps if "prefixItems" in c or isinstance(c.get("items"), list)]
         if len(tuples) > 1:
             raise NotMergeable()
@@ -335,16 +329,18 @@ class Merger:
             for k in ("prefixItems", "items", "additionalItems"):
                 if k in t:
                     out[k] = t[k]
-            if items and not draft7:
-                # the other components' items apply to every element
-                raise NotMergeable()
-            if items:
+            if items:  # the other components' items would apply to every element, tuple included
                 raise NotMergeable()
         elif items:
             out["items"] = items[0] if len(items) == 1 else {"allOf": items}
-        mins = [c["minItems"] for c in comps if "minItems" in c]
-        maxs = [c["maxItems"] for c in comps if "maxItems" in c]
-        if mins:
-            out["minItems"] = max(mins)
-        if maxs:
-            out["maxItems"] = min(maxs)
+        _tightest(comps, out, "minItems", "maxItems")
+
+
+def _tightest(comps: list, out: dict, low: str, high: str) -> None:
+    """The conjunction of count bounds: the largest ``low`` and the smallest ``high`` given."""
+    lows = [c[low] for c in comps if low in c]
+    highs = [c[high] for c in comps if high in c]
+    if lows:
+        out[low] = max(lows)
+    if highs:
+        out[high] = min(highs)
