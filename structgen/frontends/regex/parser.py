@@ -288,8 +288,11 @@ class Parser:
         self.groups += 1
         self.i = end + 1
 
-    def group_body(self, open_pos):
+    def group_body(self, open_pos, flags=None):
+        """The alternation up to the group's ``)``, under ``flags`` when given (scoped flags)."""
         saved = self.flags
+        if flags is not None:
+            self.flags = flags
         self.depth += 1
         node = self.alternation()
         self.depth -= 1
@@ -324,16 +327,7 @@ class Parser:
             raise self.err("missing -, : or )" if c else "missing -, : or ), unterminated flags",
                            self.i)
         self.i += 1
-        saved = self.flags
-        self.flags = (self.flags | on) & ~off
-        self.depth += 1
-        node = self.alternation()
-        self.depth -= 1
-        self.flags = saved
-        if self.peek() != ")":
-            raise self.err("missing ), unterminated subpattern", open_pos)
-        self.i += 1
-        return node
+        return self.group_body(open_pos, (self.flags | on) & ~off)
 
     # -- escapes
     def class_escape_set(self, c):
