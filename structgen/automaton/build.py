@@ -20,8 +20,10 @@ Built DFAs are read-only (their arrays are not writeable) because they are share
 
 Limits: ``max_states`` bounds the DFA states created by any single subset
 construction or product (:class:`LimitExceeded` with ``limit="max_states"``);
-``time_limit`` (seconds) bounds the whole build (``limit="time_limit"``);
-``max_nfa_states`` bounds the intermediate NFA (all in :mod:`.limits`).  :func:`work_budget` bounds all the
+``time_limit`` (seconds) bounds the whole build (``limit="time_limit"``; checked inside the
+subset construction every ``_CHUNK_SECONDS`` or so of work, so it is overshot by little more);
+``max_nfa_states`` bounds the intermediate NFA and ``max_memory`` (bytes) the NFA sets and DFA
+table of each subset construction (all in :mod:`.limits`, with :func:`limit_scope`).  :func:`work_budget` bounds all the
 construction work done in a block by a deterministic count (:class:`WorkBudget`), which
 the JSON Schema engine choice uses instead of a clock.
 
@@ -33,25 +35,30 @@ IR built around them stays a cache key.
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from .. import caching
 from . import ir, kernels
 from .dfa import ByteDFA
-from .limits import (Limits, WorkBudget, abandon_frame, close_frame, frames, open_frame, recording, replay,
-                     reuse, spend, state_cap, unmetered, work_budget)
+from .limits import (DEFAULT_MAX_MEMORY, DEFAULT_MAX_NFA_STATES, Limits, WorkBudget, abandon_frame, close_frame,
+                     frames, in_timed_scope, limit_scope, open_frame, recording, replay, reuse, spend, state_cap, unmetered,
+                     work_budget)
 from .minimize import canonical_dfa, is_canonical, trimmed_dfa
 from .nfa import NFA, Builder, Fragment, charset_nfa, dfa_fragment, prepare
 from .product import difference_dfas, intersect_dfas
 
 # re-exported: the front ends' caches of embedded automata use these (see :mod:`.limits`)
-__all__ = ["DEFAULT_MAX_STATES", "DEFAULT_MAX_NFA_STATES", "LRUCache", "Limits", "WorkBudget", "build_dfa",
-           "build_node", "clear_caches", "determinize", "embedded", "recording", "replay",
-           "work_budget"]
+__all__ = ["DEFAULT_MAX_STATES", "DEFAULT_MAX_NFA_STATES", "DEFAULT_MAX_MEMORY", "LRUCache", "Limits", "WorkBudget",
+           "build_dfa", "build_node", "clear_caches", "determinize", "embedded", "limit_scope", "recording",
+           "replay", "warm_up", "work_budget"]
 
 DEFAULT_MAX_STATES = 100_000
-DEFAULT_MAX_NFA_STATES = 2_000_000
-_CHUNK = 2048  # DFA states per kernel call when a time limit is in force
+# With a deadline, the subset construction runs in chunks of work sized to take about
+# _CHUNK_SECONDS (at most 2 % of the time limit), so a limit is overshot by about one chunk.
+_CHUNK_SECONDS = 0.02
+_FIRST_CHUNK = 1 << 16  # units of work (NFA-set operations) before the first measurement
 
 
 def _nbytes(value) -> int:
@@ -113,22 +120,31 @@ def determinize(nfa: NFA, limits: Limits):
     set_ptr = np.zeros(cap + 1, np.int64)
     pool = np.empty(1024, np.int32)
     htab = np.full(256, -1, np.int32)
-    ctr = np.zeros(4, np.int64)
+    ctr = np.zeros(6, np.int64)
     mark = np.zeros(max(nfa.n, 1), np.int64)
-    budget = _CHUNK if limits.deadline is not None else np.iinfo(np.int64).max
+    timed = limits.deadline is not None
+    budget = _FIRST_CHUNK if timed else np.iinfo(np.int64).max
+    target = min(_CHUNK_SECONDS, 0.02 * float(limits.time_limit)) if timed else 0.0
     cap, by_budget = state_cap(limits, k)
     while True:
+        t0, w0 = time.perf_counter(), int(ctr[5])
         st, trans, acc, set_ptr, pool, htab = kernels.subset_run(
             p.t_ptr, p.t_set, p.t_dst, p.sc_ptr, p.sc_cls, p.e_ptr, p.e_dst, p.important,
             p.start, p.final, k, trans, acc, set_ptr, pool, htab, ctr, mark,
-            cap, budget)
+            cap, budget, limits.max_memory)
         if st == kernels.ST_DONE:
             break
         if st == kernels.ST_LIMIT:
             if by_budget:
                 raise frames()[-1].meter.exceeded()
             raise limits.too_many("the subset construction")
+        if st == kernels.ST_MEMORY:
+            raise limits.too_big("the subset construction")
         limits.check_time()
+        # size the next chunk from this one's speed (work per second varies with the NFA)
+        dt, dw = time.perf_counter() - t0, int(ctr[5]) - w0
+        if dw > 0:
+            budget = int(min(max(dw * target / max(dt, 1e-6), 1 << 12), 1 << 40))
     n = int(ctr[0])
     return trans[:n], acc[:n], p.byte_class
 
@@ -138,7 +154,7 @@ def _charset_fragment(cs: ir.CharSet) -> Fragment:
     if frag is None:
         nfa = charset_nfa(cs)
         with unmetered():
-            trans, acc, bc = determinize(nfa, Limits(DEFAULT_MAX_STATES, None, DEFAULT_MAX_NFA_STATES))
+            trans, acc, bc = determinize(nfa, Limits(DEFAULT_MAX_STATES, None, DEFAULT_MAX_NFA_STATES, DEFAULT_MAX_MEMORY))
         dfa = canonical_dfa(trans, acc, bc)
         frag = dfa_fragment(dfa)
         _CHARSET_CACHE.put(cs, frag)
@@ -311,32 +327,37 @@ def _via_nfa(node, limits, minimize):
 
 
 def build_dfa(node: ir.Node, max_states: int = DEFAULT_MAX_STATES, time_limit: float | None = None,
-              *, max_nfa_states: int = DEFAULT_MAX_NFA_STATES, minimize: bool = True) -> ByteDFA:
+              *, max_nfa_states: int | None = None, max_memory: int | None = None,
+              minimize: bool = True) -> ByteDFA:
     """The minimal, trimmed ByteDFA of the IR ``node``.
 
     ``max_states`` bounds every intermediate DFA, ``time_limit`` (seconds) the whole
-    build; both raise :class:`LimitExceeded`.  ``minimize=False`` returns the trimmed
+    build, ``max_nfa_states`` (default ``DEFAULT_MAX_NFA_STATES``) the NFA of every subset
+    construction and ``max_memory`` (bytes, default ``DEFAULT_MAX_MEMORY``) its tables; all raise
+    :class:`LimitExceeded` naming the limit.  Inside a :func:`limit_scope` its deadline applies too
+    and its values replace the defaults.  ``minimize=False`` returns the trimmed
     subset-construction DFA without merging equivalent states (tests, diagnostics);
     it is not cached.  The returned arrays are read-only and may be shared.
     """
     if not isinstance(node, ir.Node):
         raise TypeError(f"build_dfa expects an IR node, got {type(node).__name__}")
-    if time_limit is not None:
-        _warm_up()
-    return build_node(node, Limits(max_states, time_limit, max_nfa_states), minimize)
+    if time_limit is not None or in_timed_scope():
+        warm_up()  # before the clock starts
+    return build_node(node, Limits(max_states, time_limit, max_nfa_states, max_memory), minimize)
 
 
 _WARM = False
 
 
-def _warm_up() -> None:
+def warm_up() -> None:
     """Load (or, on a fresh install, JIT-compile) every automaton kernel once per
-    process, so that a time limit measures construction, not Numba's compiler."""
+    process, so that a time limit measures construction, not Numba's compiler (callers that
+    start a :func:`limit_scope` call this first)."""
     global _WARM
     if _WARM:
         return
     ab = ir.CharSet.of([(0x61, 0x62), (0xE9, 0xE9)])
     node = ir.And((ir.Repeat(ab, 0, None), ir.Not(ir.literal("ab"))))
     with unmetered():
-        build_node(node, Limits(DEFAULT_MAX_STATES, None, DEFAULT_MAX_NFA_STATES), True)
+        build_node(node, Limits(DEFAULT_MAX_STATES, None, DEFAULT_MAX_NFA_STATES, DEFAULT_MAX_MEMORY), True)
     _WARM = True

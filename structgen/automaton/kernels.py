@@ -3,8 +3,9 @@
 Everything here works on flat numpy arrays (no typed containers), is compiled with
 ``@njit(cache=True, nogil=True)`` and knows nothing about regexes or the IR.  Growable
 arrays are grown inside the kernels and handed back to the caller, which makes the
-kernels resumable: the subset construction stops after ``budget`` states so the
-Python driver can check a time limit between chunks.
+kernels resumable: the subset construction stops after ``budget`` units of work so the
+Python driver can check a time limit between chunks, and before a table would outgrow
+its memory bound.
 
 Conventions: a DFA is ``trans int32[n, k]`` (-1 = dead) plus ``acc bool[n]`` with start
 state 0.  Status codes returned by the resumable kernels are the ``ST_*`` constants.
@@ -17,6 +18,7 @@ from numba import njit
 ST_DONE = 0
 ST_BUDGET = 1
 ST_LIMIT = 2
+ST_MEMORY = 3
 
 OP_AND = 0
 OP_OR = 1
@@ -42,8 +44,10 @@ def _hash_ints(a, lo, hi):
 def _closure(seeds, lo, hi, e_ptr, e_dst, important, mark, gen, stack, out):
     """Epsilon closure of ``seeds[lo:hi]``; writes its *important* states to ``out``.
 
-    Returns how many were written.  ``mark`` is stamped with ``gen`` (no clearing)."""
+    Returns ``(how many were written, work)``, work being the seeds and epsilon edges looked at.
+    ``mark`` is stamped with ``gen`` (no clearing)."""
     top = 0
+    work = hi - lo
     for i in range(lo, hi):
         s = seeds[i]
         if mark[s] != gen:
@@ -57,13 +61,14 @@ def _closure(seeds, lo, hi, e_ptr, e_dst, important, mark, gen, stack, out):
         if important[s]:
             out[k] = s
             k += 1
+        work += e_ptr[s + 1] - e_ptr[s]
         for j in range(e_ptr[s], e_ptr[s + 1]):
             t = e_dst[j]
             if mark[t] != gen:
                 mark[t] = gen
                 stack[top] = t
                 top += 1
-    return k
+    return k, work
 
 
 @njit(cache=True, nogil=True)
@@ -79,8 +84,13 @@ def _rehash(set_ptr, pool, n, cap):
 
 
 @njit(cache=True, nogil=True)
+def _table_bytes(trans, acc, set_ptr, pool, htab):
+    return trans.nbytes + acc.nbytes + set_ptr.nbytes + pool.nbytes + htab.nbytes
+
+
+@njit(cache=True, nogil=True)
 def subset_run(t_ptr, t_set, t_dst, sc_ptr, sc_cls, e_ptr, e_dst, important, start, final,
-               n_classes, trans, acc, set_ptr, pool, htab, ctr, mark, max_states, budget):
+               n_classes, trans, acc, set_ptr, pool, htab, ctr, mark, max_states, budget, max_bytes):
     """Resumable subset construction over byte classes.
 
     NFA: byte transitions of state s are ``t_set/t_dst[t_ptr[s]:t_ptr[s+1]]`` where a
@@ -88,7 +98,13 @@ def subset_run(t_ptr, t_set, t_dst, sc_ptr, sc_cls, e_ptr, e_dst, important, sta
     edges are ``e_dst[e_ptr[s]:e_ptr[s+1]]``.  A DFA state is the sorted tuple of the
     *important* NFA states (those with byte transitions, and ``final``) in a closure.
 
-    ``ctr`` = [n_dfa, n_done, pool_used, gen].  Returns
+    ``ctr`` = [n_dfa, n_done, pool_used, gen, next class of state n_done, work done].  Work is
+    counted in NFA-set operations (set members and transitions scanned, closure seeds and epsilon
+    edges, successor set members sorted, compared and stored); a call returns ``ST_BUDGET`` once it
+    has done ``budget`` of it, between two byte classes of a state when one state is that big (the
+    next call redoes that state's successor buckets, so a stop mid-state waits until the closures
+    since the call began outweigh them).  ``max_bytes`` bounds the growable tables (NFA sets, DFA
+    transitions, hash table): a growth past it returns ``ST_MEMORY`` before allocating.  Returns
     ``(status, trans, acc, set_ptr, pool, htab)`` (arrays possibly regrown).
     """
     n_nfa = important.shape[0]
@@ -96,14 +112,18 @@ def subset_run(t_ptr, t_set, t_dst, sc_ptr, sc_cls, e_ptr, e_dst, important, sta
     buf = np.empty(n_nfa + 1, np.int32)
     cnt = np.zeros(n_classes + 1, np.int64)
     fill = np.zeros(n_classes, np.int64)
+    work = 0
 
     if ctr[0] == 0:
         seed = np.empty(1, np.int32)
         seed[0] = start
         ctr[3] += 1
-        k = _closure(seed, 0, 1, e_ptr, e_dst, important, mark, ctr[3], stack, buf)
+        k, w = _closure(seed, 0, 1, e_ptr, e_dst, important, mark, ctr[3], stack, buf)
+        work += w + k
         key = np.sort(buf[:k])
         if k > pool.shape[0]:
+            if _table_bytes(trans, acc, set_ptr, pool, htab) + 4 * (2 * k + 16) > max_bytes:
+                return ST_MEMORY, trans, acc, set_ptr, pool, htab
             pool = np.empty(2 * k + 16, np.int32)
         pool[:k] = key
         set_ptr[0] = 0
@@ -114,9 +134,9 @@ def subset_run(t_ptr, t_set, t_dst, sc_ptr, sc_cls, e_ptr, e_dst, important, sta
         h = _hash_ints(pool, 0, k) & (htab.shape[0] - 1)
         htab[h] = 0
 
-    done_here = 0
     while ctr[1] < ctr[0]:
-        if done_here >= budget:
+        if work >= budget:
+            ctr[5] += work
             return ST_BUDGET, trans, acc, set_ptr, pool, htab
         d = ctr[1]
         a = set_ptr[d]
@@ -131,7 +151,8 @@ def subset_run(t_ptr, t_set, t_dst, sc_ptr, sc_cls, e_ptr, e_dst, important, sta
                     cnt[sc_cls[r] + 1] += 1
         for c in range(n_classes):
             cnt[c + 1] += cnt[c]
-        bucket = np.empty(cnt[n_classes], np.int32)
+        bsize = cnt[n_classes]
+        bucket = np.empty(bsize, np.int32)
         for c in range(n_classes):
             fill[c] = cnt[c]
         for i in range(a, b):
@@ -143,7 +164,14 @@ def subset_run(t_ptr, t_set, t_dst, sc_ptr, sc_cls, e_ptr, e_dst, important, sta
                     c = sc_cls[r]
                     bucket[fill[c]] = t
                     fill[c] += 1
-        for c in range(n_classes):
+        work += 2 * (b - a + bsize)
+        c0 = ctr[4]
+        cwork = 0  # closure work in this call for this state
+        for c in range(c0, n_classes):
+            if c > c0 and work >= budget and cwork >= bsize:
+                ctr[4] = c
+                ctr[5] += work
+                return ST_BUDGET, trans, acc, set_ptr, pool, htab
             lo = cnt[c]
             hi = cnt[c + 1]
             if lo == hi:
@@ -151,7 +179,10 @@ def subset_run(t_ptr, t_set, t_dst, sc_ptr, sc_cls, e_ptr, e_dst, important, sta
                 continue
             ctr[3] += 1
             gen = ctr[3]
-            k = _closure(bucket, lo, hi, e_ptr, e_dst, important, mark, gen, stack, buf)
+            k, w = _closure(bucket, lo, hi, e_ptr, e_dst, important, mark, gen, stack, buf)
+            w += 3 * k
+            work += w
+            cwork += w
             if k == 0:
                 trans[d, c] = -1
                 continue
@@ -176,9 +207,13 @@ def subset_run(t_ptr, t_set, t_dst, sc_ptr, sc_cls, e_ptr, e_dst, important, sta
             if found < 0:
                 nid = ctr[0]
                 if nid >= max_states:
+                    ctr[5] += work
                     return ST_LIMIT, trans, acc, set_ptr, pool, htab
                 if nid + 1 >= trans.shape[0]:
                     cap = 2 * trans.shape[0]
+                    if _table_bytes(trans, acc, set_ptr, pool, htab) + cap * (4 * n_classes + 9) + 8 > max_bytes:
+                        ctr[5] += work
+                        return ST_MEMORY, trans, acc, set_ptr, pool, htab
                     t2 = np.empty((cap, n_classes), np.int32)
                     t2[: trans.shape[0]] = trans
                     trans = t2
@@ -190,7 +225,11 @@ def subset_run(t_ptr, t_set, t_dst, sc_ptr, sc_cls, e_ptr, e_dst, important, sta
                     set_ptr = p2
                 used = ctr[2]
                 if used + k > pool.shape[0]:
-                    pl2 = np.empty(2 * (used + k), np.int32)
+                    grown = used + k + (used + k) // 2  # 1.5x: the copy briefly holds both
+                    if _table_bytes(trans, acc, set_ptr, pool, htab) + 4 * grown > max_bytes:
+                        ctr[5] += work
+                        return ST_MEMORY, trans, acc, set_ptr, pool, htab
+                    pl2 = np.empty(grown, np.int32)
                     pl2[:used] = pool[:used]
                     pool = pl2
                 pool[used:used + k] = key
@@ -199,13 +238,17 @@ def subset_run(t_ptr, t_set, t_dst, sc_ptr, sc_cls, e_ptr, e_dst, important, sta
                 acc[nid] = mark[final] == gen
                 ctr[0] = nid + 1
                 if 2 * (nid + 1) > htab.shape[0]:
+                    if _table_bytes(trans, acc, set_ptr, pool, htab) + 8 * htab.shape[0] > max_bytes:
+                        ctr[5] += work
+                        return ST_MEMORY, trans, acc, set_ptr, pool, htab
                     htab = _rehash(set_ptr, pool, nid + 1, 2 * htab.shape[0])
                 else:
                     htab[idx] = nid
                 found = nid
             trans[d, c] = found
+        ctr[4] = 0
         ctr[1] = d + 1
-        done_here += 1
+    ctr[5] += work
     return ST_DONE, trans, acc, set_ptr, pool, htab
 
 

@@ -3,8 +3,10 @@
 Everything here is shared by the builder (:mod:`.build`) and the products (:mod:`.product`,
 :mod:`.ops`), which is why it is a module of its own (no import cycle between them).
 
-- :class:`Limits`: the state bound (``max_states``), the deadline (``time_limit``) and the
-  NFA size bound of one build; ``check_time()`` raises, ``too_many(what)`` makes the error.
+- :class:`Limits`: the state bound (``max_states``), the deadline (``time_limit``), the
+  NFA size bound and the memory bound (``max_memory``) of one build; ``check_time()`` raises,
+  ``too_many(what)`` / ``too_big(what)`` make the errors.  :func:`limit_scope` sets a deadline and
+  defaults for every build in a block.
 - :class:`WorkBudget` / :func:`work_budget`: a bound on construction work in *cells* that
   depends neither on the clock nor on the caches.  Builds in progress are a per-thread stack of
   frames (:func:`frames`, :func:`open_frame`, :func:`close_frame`); :func:`spend` charges the
@@ -20,16 +22,35 @@ from contextlib import contextmanager
 
 from ..errors import LimitExceeded
 
+_TLS = threading.local()  # .meter: the active WorkBudget; .frames: the builds in progress; .scope
+
+
+DEFAULT_MAX_NFA_STATES = 2_000_000
+DEFAULT_MAX_MEMORY = 1 << 30  # bytes: one subset construction's NFA sets and DFA table
+
 
 class Limits:
     """The bounds of one build: ``max_states`` per construction, a deadline from ``time_limit``
-    (seconds, None: none) and ``max_nfa_states`` for the intermediate NFA."""
+    (seconds, None: none), ``max_nfa_states`` for the intermediate NFA and ``max_memory`` (bytes)
+    for the tables of one subset construction (its NFA sets, DFA transitions and hash table).
 
-    def __init__(self, max_states, time_limit, max_nfa_states):
+    Inside a :func:`limit_scope`, the deadline is the earlier of this build's and the scope's, and
+    ``max_nfa_states`` / ``max_memory`` left at None take the scope's values (else the defaults)."""
+
+    def __init__(self, max_states, time_limit, max_nfa_states=None, max_memory=None):
+        sc = getattr(_TLS, "scope", None)
         self.max_states = int(max_states)
         self.time_limit = time_limit
         self.deadline = None if time_limit is None else time.perf_counter() + float(time_limit)
+        if sc is not None and sc.deadline is not None and (self.deadline is None or sc.deadline < self.deadline):
+            self.deadline, self.time_limit = sc.deadline, sc.time_limit
+        if max_nfa_states is None:
+            max_nfa_states = sc.max_nfa_states if sc is not None and sc.max_nfa_states is not None \
+                else DEFAULT_MAX_NFA_STATES
+        if max_memory is None:
+            max_memory = sc.max_memory if sc is not None and sc.max_memory is not None else DEFAULT_MAX_MEMORY
         self.max_nfa_states = int(max_nfa_states)
+        self.max_memory = int(max_memory)
 
     def check_time(self):
         if self.deadline is not None and time.perf_counter() > self.deadline:
@@ -39,6 +60,51 @@ class Limits:
     def too_many(self, what: str):
         return LimitExceeded(f"{what} needs more than {self.max_states} DFA states",
                              limit="max_states", value=self.max_states)
+
+    def too_big(self, what: str):
+        return LimitExceeded(f"{what} needs more than {self.max_memory} bytes for its NFA state sets and "
+                             f"DFA table", limit="max_memory", value=self.max_memory)
+
+
+class Scope:
+    __slots__ = ("deadline", "time_limit", "max_nfa_states", "max_memory")
+
+
+@contextmanager
+def limit_scope(time_limit=None, *, max_nfa_states=None, max_memory=None):
+    """Bounds for every automaton built inside the ``with`` block (this thread) that does not set
+    its own: ``time_limit`` seconds from now (nested scopes and a build's own ``time_limit`` keep
+    the earliest deadline), ``max_nfa_states`` and ``max_memory`` for builds that leave them at
+    None.  For callers above the builder that build many automata through layers that take only
+    ``max_states`` (the grammar engine's terminals, a regex's possessive parts)."""
+    prev = getattr(_TLS, "scope", None)
+    sc = Scope()
+    sc.deadline, sc.time_limit = (None, None) if time_limit is None else \
+        (time.perf_counter() + float(time_limit), time_limit)
+    if prev is not None and prev.deadline is not None and (sc.deadline is None or prev.deadline < sc.deadline):
+        sc.deadline, sc.time_limit = prev.deadline, prev.time_limit
+    sc.max_nfa_states = max_nfa_states if max_nfa_states is not None else getattr(prev, "max_nfa_states", None)
+    sc.max_memory = max_memory if max_memory is not None else getattr(prev, "max_memory", None)
+    _TLS.scope = sc
+    try:
+        yield sc
+    finally:
+        _TLS.scope = prev
+
+
+def in_timed_scope() -> bool:
+    """Is a :func:`limit_scope` with a deadline active (this thread)?"""
+    sc = getattr(_TLS, "scope", None)
+    return sc is not None and sc.deadline is not None
+
+
+def check_scope_time() -> None:
+    """Raise :class:`LimitExceeded` (``limit="time_limit"``) when the innermost
+    :func:`limit_scope`'s deadline has passed (for loops above the builder)."""
+    sc = getattr(_TLS, "scope", None)
+    if sc is not None and sc.deadline is not None and time.perf_counter() > sc.deadline:
+        raise LimitExceeded(f"construction took longer than {sc.time_limit} s", limit="time_limit",
+                            value=sc.time_limit)
 
 
 # --------------------------------------------------------------- deterministic work budget
@@ -69,7 +135,6 @@ class WorkBudget:
         return self.limit - self.used
 
 
-_TLS = threading.local()  # .meter: the active WorkBudget; .frames: the builds in progress
 
 
 @contextmanager
