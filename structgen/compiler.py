@@ -16,7 +16,9 @@ from .index.slices import SliceDef, Slicing
 from .runtime.key_guard import KeyGuardMatcher
 from .runtime.matcher import TokenDFAMatcher
 from .runtime.protocol import Matcher
-from .automaton.build import build_dfa
+from .automaton.build import DEFAULT_MAX_MEMORY, DEFAULT_MAX_NFA_STATES, build_dfa, limit_scope
+from .automaton.limits import check_count, check_known, check_seconds
+from .errors import LimitExceeded
 from .cfg import compile_cfg
 from .cfg.engine import PREFILL_SECONDS
 from .index.token_dfa import TokenDFA
@@ -79,36 +81,58 @@ class CompiledGrammar:
         return f"CompiledGrammar({self.grammar.source}, {s.kind}, states={s.states}, {s.seconds * 1e3:.1f} ms)"
 
 
+#: compile()'s keyword options (the limits are named by LimitExceeded's advice)
+COMPILE_OPTIONS = ("max_states", "time_limit", "max_nfa_states", "max_memory", "cache")
+
+
 def compile(grammar: Grammar, vocab, *, max_states: int = 100_000, time_limit: float | None = 10.0,
-            cache: bool = True) -> CompiledGrammar:
+            max_nfa_states: int = DEFAULT_MAX_NFA_STATES, max_memory: int = DEFAULT_MAX_MEMORY,
+            cache: bool = True, **unknown) -> CompiledGrammar:
     """Compile ``grammar`` for ``vocab``.
 
-    ``max_states`` bounds the byte DFA (for the grammar engine, each terminal's lexer DFA) and
-    ``time_limit`` (seconds) the DFA construction; exceeding either raises :class:`~structgen.errors.LimitExceeded`.
+    ``max_states`` bounds the byte DFA (for the grammar engine, each terminal's lexer DFA),
+    ``time_limit`` (seconds, None: none) the DFA construction (for the grammar engine, building
+    its terminals' lexer DFAs), ``max_nfa_states`` the NFA of each subset construction and
+    ``max_memory`` (bytes) its NFA sets and DFA table; exceeding any raises
+    :class:`~structgen.errors.LimitExceeded` naming the grammar and the option.  A bad option
+    (unknown name, ``time_limit=nan``, ``max_states=-5``) raises :class:`~structgen.errors.OptionError`.
     """
+    check_known(unknown, COMPILE_OPTIONS, "compile()")
     if not isinstance(grammar, Grammar):
         raise TypeError(f"compile() takes a structgen.Grammar, not {type(grammar).__name__}")
-    key = (grammar.key, vocab.fingerprint, max_states, time_limit)
+    max_states = check_count(max_states, "max_states")
+    time_limit = check_seconds(time_limit)
+    max_nfa_states = check_count(max_nfa_states, "max_nfa_states")
+    max_memory = check_count(max_memory, "max_memory")
+    key = (grammar.key, vocab.fingerprint, max_states, time_limit, max_nfa_states, max_memory)
     hit = _CACHE.get(key) if cache else None
     if hit is not None:
         return hit
+    try:
+        result = _compile(grammar, vocab, max_states, time_limit, max_nfa_states, max_memory)
+    except LimitExceeded as e:
+        raise e.within(f"compiling {grammar.source}", COMPILE_OPTIONS) from e
+    if cache:
+        _CACHE.put(key, result)
+    return result
+
+
+def _compile(grammar: Grammar, vocab, max_states, time_limit, max_nfa_states, max_memory) -> CompiledGrammar:
     if grammar.is_regular:
         t0 = time.perf_counter()
-        dfa = build_dfa(grammar.node, max_states=max_states, time_limit=time_limit)
+        dfa = build_dfa(grammar.node, max_states=max_states, time_limit=time_limit,
+                        max_nfa_states=max_nfa_states, max_memory=max_memory)
         t1 = time.perf_counter()
         tdfa = TokenDFA(dfa, vocab, slicing=slicing_of(grammar))
         t2 = time.perf_counter()
         stats = CompileStats("regular", states=dfa.n_states, byte_classes=dfa.n_classes,
                              dfa_seconds=t1 - t0, index_seconds=t2 - t1)
-        result = CompiledGrammar(grammar, vocab, token_dfa=tdfa, stats=stats)
-    else:
-        t0 = time.perf_counter()
-        # grammars are compiled once and reused; a JSON Schema's time to first mask counts
-        prefill = 0.0 if grammar.key[0] == "json_schema" else PREFILL_SECONDS
-        engine = compile_cfg(grammar.cfg, vocab, max_states=max_states, prefill_seconds=prefill,
-                             slicing=slicing_of(grammar))
-        stats = CompileStats("cfg", index_seconds=time.perf_counter() - t0)
-        result = CompiledGrammar(grammar, vocab, engine=engine, stats=stats)
-    if cache:
-        _CACHE.put(key, result)
-    return result
+        return CompiledGrammar(grammar, vocab, token_dfa=tdfa, stats=stats)
+    t0 = time.perf_counter()
+    # grammars are compiled once and reused; a JSON Schema's time to first mask counts
+    prefill = 0.0 if grammar.key[0] == "json_schema" else PREFILL_SECONDS
+    with limit_scope(max_nfa_states=max_nfa_states, max_memory=max_memory):
+        engine = compile_cfg(grammar.cfg, vocab, max_states=max_states, time_limit=time_limit,
+                             prefill_seconds=prefill, slicing=slicing_of(grammar))
+    stats = CompileStats("cfg", index_seconds=time.perf_counter() - t0)
+    return CompiledGrammar(grammar, vocab, engine=engine, stats=stats)

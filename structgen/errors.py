@@ -66,15 +66,35 @@ class Unsupported(StructgenError):
 class LimitExceeded(StructgenError):
     """A configurable limit (automaton states, compile time, recursion depth) was exceeded.
 
-    ``limit`` names the setting to raise, ``value`` is its value in force.
+    ``limit`` names the setting to raise, ``value`` is its value in force; ``option``, when
+    known, says where to pass it (``"compile(max_nfa_states=...)"``).
     """
 
-    def __init__(self, message: str, limit: str | None = None, value: object = None):
+    def __init__(self, message: str, limit: str | None = None, value: object = None, option: str | None = None):
         self.message = message
         self.limit = limit
         self.value = value
-        hint = f" (limit {limit}={value!r}; raise it to allow more)" if limit else ""
+        self.option = option
+        if limit and option:
+            hint = f" (limit {limit}={value!r}; raise it with {option})"
+        elif limit:
+            hint = f" (limit {limit}={value!r}; raise it to allow more)"
+        else:
+            hint = ""
         super().__init__(f"{message}{hint}")
+
+    def within(self, what: str, options=(), where: str = "compile") -> "LimitExceeded":
+        """The same error, its message prefixed by ``what`` was being built; when ``limit`` is one
+        of ``options`` (the keyword options of ``where``), the advice names ``where(limit=...)``."""
+        option = f"{where}({self.limit}=...)" if self.limit in options else self.option
+        out = LimitExceeded(f"{what}: {self.message}", self.limit, self.value, option)
+        out.__cause__ = self
+        return out
+
+
+class OptionError(StructgenError, ValueError, TypeError):
+    """An option that does not exist or whose value makes no sense (``time_limit=nan``,
+    ``max_states=-5``); a ``ValueError`` and a ``TypeError`` too, as a bad argument would be."""
 
 
 class VocabularyError(StructgenError, ValueError):

@@ -13,14 +13,18 @@ Everything here is shared by the builder (:mod:`.build`) and the products (:mod:
   innermost, :func:`reuse` / :func:`replay` charge a cached automaton's recorded cost, and
   :func:`recording` records what a block cost for a cache of derived results.
 - :func:`state_cap`: the state bound of one construction, the budget's remainder included.
+- :func:`check_seconds`, :func:`check_count`, :func:`check_known`: the checks of limit options
+  where users pass them (``compile()``, the ``Grammar`` constructors), raising :class:`OptionError`.
 """
 from __future__ import annotations
 
+import math
+import numbers
 import threading
 import time
 from contextlib import contextmanager
 
-from ..errors import LimitExceeded
+from ..errors import LimitExceeded, OptionError
 
 _TLS = threading.local()  # .meter: the active WorkBudget; .frames: the builds in progress; .scope
 
@@ -281,3 +285,45 @@ def state_cap(limits: Limits, k: int):
         return limits.max_states, False
     by_budget = max(m.left(), 0) // max(k, 1) + 1
     return (by_budget, True) if by_budget < limits.max_states else (limits.max_states, False)
+
+
+# ------------------------------------------------------------------ option checks at the edge
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_seconds(value, name: str = "time_limit", who: str = "compile()"):
+    """``value`` as a float number of seconds (None: no limit); :class:`OptionError` for anything
+    but a finite number >= 0 (NaN would disable every comparison with the clock, ``inf`` is what
+    None says)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise OptionError(f"{who}: {name} must be a number of seconds or None, not {type(value).__name__} "
+                          f"{value!r}")
+    v = float(value)
+    if math.isnan(v) or v < 0:
+        raise OptionError(f"{who}: {name} must be a number of seconds >= 0 or None, not {value!r}")
+    if math.isinf(v):
+        raise OptionError(f"{who}: {name}={value!r}; pass {name}=None for no limit")
+    return v
+
+
+def check_count(value, name: str, who: str = "compile()", minimum: int = 1, optional: bool = False):
+    """``value`` as an int >= ``minimum`` (None allowed when ``optional``); else :class:`OptionError`."""
+    if value is None and optional:
+        return None
+    if not _is_int(value):
+        raise OptionError(f"{who}: {name} must be an int, not {type(value).__name__} {value!r}")
+    if value < minimum:
+        raise OptionError(f"{who}: {name} must be at least {minimum}, not {value!r}")
+    return int(value)
+
+
+def check_known(options: dict, allowed, who: str) -> None:
+    """:class:`OptionError` naming every key of ``options`` (unexpected keyword arguments) and the
+    options ``who`` takes, unless there are none."""
+    if options:
+        bad = ", ".join(map(repr, sorted(options)))
+        raise OptionError(f"{who} has no option{'s' if len(options) > 1 else ''} {bad} "
+                          f"(it takes {', '.join(sorted(allowed))})")

@@ -25,6 +25,7 @@ from numba import njit
 
 from .. import caching
 from ..automaton import ir
+from ..automaton.build import limit_scope, warm_up as build_warm_up
 from ..automaton.dfa import ByteDFA
 from ..errors import GrammarError, LimitExceeded, StructgenError
 from ..index.slices import NO_SLICING, Slicing, char_runs
@@ -668,6 +669,13 @@ def _warm_up() -> None:
                 snap.ent_bn, snap.bidx, snap.bval, words)
 
 
-def compile_cfg(cfg: CFG, vocab, **limits) -> CompiledCFG:
-    """Compile ``cfg`` against ``vocab`` (see :class:`CompiledCFG`)."""
-    return CompiledCFG(cfg, vocab, **limits)
+def compile_cfg(cfg: CFG, vocab, *, time_limit: float | None = None, **limits) -> CompiledCFG:
+    """Compile ``cfg`` against ``vocab`` (see :class:`CompiledCFG`); ``time_limit`` (seconds, None:
+    none) bounds the DFA builds of its terminals (:func:`~structgen.automaton.build.limit_scope`:
+    :class:`LimitExceeded` with ``limit="time_limit"``)."""
+    if time_limit is None:
+        return CompiledCFG(cfg, vocab, **limits)
+    build_warm_up()  # the kernels' loading before the clock starts
+    _warm_up()
+    with limit_scope(time_limit):
+        return CompiledCFG(cfg, vocab, **limits)
