@@ -41,6 +41,7 @@ import numpy as np
 
 from .. import caching
 from . import ir, kernels
+from ..errors import LimitExceeded
 from .dfa import ByteDFA
 from .limits import (DEFAULT_MAX_MEMORY, DEFAULT_MAX_NFA_STATES, Limits, WorkBudget, abandon_frame, close_frame,
                      frames, in_timed_scope, limit_scope, open_frame, recording, replay, reuse, spend, state_cap, unmetered,
@@ -343,7 +344,13 @@ def build_dfa(node: ir.Node, max_states: int = DEFAULT_MAX_STATES, time_limit: f
         raise TypeError(f"build_dfa expects an IR node, got {type(node).__name__}")
     if time_limit is not None or in_timed_scope():
         warm_up()  # before the clock starts
-    return build_node(node, Limits(max_states, time_limit, max_nfa_states, max_memory), minimize)
+    limits = Limits(max_states, time_limit, max_nfa_states, max_memory)
+    levels = ir.depth(node)
+    if levels > ir.MAX_DEPTH:
+        raise LimitExceeded(f"the expression nests {levels} levels deep", "max_depth", ir.MAX_DEPTH)
+    # the NFA builder and the nested builds of big sub-trees recurse once per level (pure Python)
+    with ir.recursion_room(levels, 12 if levels * 2 > _SUBTREE_MIN else 4):
+        return build_node(node, limits, minimize)
 
 
 _WARM = False

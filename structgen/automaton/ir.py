@@ -18,10 +18,13 @@ Semantics (L = the set of byte strings a node matches):
 """
 from __future__ import annotations
 
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Optional
 
 MAX_CODE_POINT = 0x10FFFF
+MAX_DEPTH = 20_000  # IR nesting the builder takes (deeper: LimitExceeded, limit "max_depth")
 
 
 class Node:
@@ -34,36 +37,113 @@ def _cached_hash(self) -> int:
     # IR trees are deep and hashed often (every cache lookup): compute once per node.
     h = self.__dict__.get("_hash")
     if h is None:
-        h = hash((type(self).__name__,) + tuple(self.__dict__[f] for f in self.__dataclass_fields__))
-        object.__setattr__(self, "_hash", h)
+        _hash_below(self)
+        h = self.__dict__["_hash"]
     return h
+
+
+def _own_hash(x) -> int:
+    return hash((type(x).__name__,) + tuple(x.__dict__[f] for f in x.__dataclass_fields__))
+
+
+def _hash_below(node) -> None:
+    """Cache the hash of ``node`` and of every node below it not hashed yet, children first and
+    without recursion (hashing a tuple of nodes then hashes each child from its cache: a tree
+    deeper than the recursion limit hashes like a flat one)."""
+    todo, post = [node], []
+    while todo:
+        x = todo.pop()
+        post.append(x)
+        todo.extend(c for c in _children(x) if type(c).__hash__ is _cached_hash and "_hash" not in c.__dict__)
+    for x in reversed(post):
+        if "_hash" not in x.__dict__:
+            object.__setattr__(x, "_hash", _own_hash(x))
+
+
+def _equal(self, other) -> bool:
+    """Structural equality of two IR trees, without recursion (``Embed`` nodes by identity)."""
+    if self is other:
+        return True
+    if not isinstance(other, Node):
+        return NotImplemented
+    todo = [(self, other)]
+    while todo:
+        x, y = todo.pop()
+        if x is y:
+            continue
+        if type(x) is not type(y) or isinstance(x, Embed) or hash(x) != hash(y):
+            return False
+        if isinstance(x, (Seq, Alt, And)):
+            if len(x.items) != len(y.items):
+                return False
+            todo.extend(zip(x.items, y.items))
+        elif isinstance(x, Repeat):
+            if x.min != y.min or x.max != y.max:
+                return False
+            todo.append((x.item, y.item))
+        elif isinstance(x, Not):
+            todo.append((x.item, y.item))
+        elif x.ranges != y.ranges:
+            return False
+    return True
 
 
 def _state_without_hash(self) -> dict:
     # string hashes differ between processes: never carry a cached hash through pickle
-    return {k: v for k, v in self.__dict__.items() if k not in ("_hash", "_size")}
+    return {k: v for k, v in self.__dict__.items() if k not in ("_hash", "_size", "_depth")}
 
 
 def size(node) -> int:
     """The number of nodes of the IR tree ``node`` (shared sub-trees counted once per use),
     cached on the nodes."""
+    return _fold(node, "_size", lambda kids: 1 + sum(kids))
+
+
+def depth(node) -> int:
+    """The nesting depth of the IR tree ``node`` (1 for a leaf), cached on the nodes: what a
+    recursive walk over it needs (see :func:`recursion_room`)."""
+    return _fold(node, "_depth", lambda kids: 1 + max(kids, default=0))
+
+
+def _fold(node, attr: str, combine) -> int:
     d = getattr(node, "__dict__", None)
     if d is None:
         return 1
-    n = d.get("_size")
+    n = d.get(attr)
     if n is not None:
         return n
     todo, post = [node], []
     while todo:  # iterative: IR trees can be deeper than the recursion limit
         x = todo.pop()
-        if "_size" in x.__dict__:
+        if attr in x.__dict__:
             continue
         post.append(x)
-        todo.extend(c for c in _children(x) if "_size" not in c.__dict__)
+        todo.extend(c for c in _children(x) if attr not in c.__dict__)
     for x in reversed(post):
-        if "_size" not in x.__dict__:
-            object.__setattr__(x, "_size", 1 + sum(c.__dict__["_size"] for c in _children(x)))
-    return node.__dict__["_size"]
+        if attr not in x.__dict__:
+            object.__setattr__(x, attr, combine([c.__dict__[attr] for c in _children(x)]))
+    return node.__dict__[attr]
+
+
+@contextmanager
+def recursion_room(levels: int, frames_per_level: int = 4):
+    """Let a recursive walk of ``levels`` levels (``frames_per_level`` Python frames each) run:
+    raises the interpreter's recursion limit by that much for the block when it is more than a
+    few hundred frames.  Safe for pure-Python recursion (CPython 3.11+ runs Python-to-Python
+    calls without C stack); callers bound ``levels`` (the regex parser's ``max_depth``,
+    :data:`MAX_DEPTH`) so the C parts of a walk stay shallow."""
+    need = levels * frames_per_level
+    if need < 200:
+        yield
+        return
+    old = sys.getrecursionlimit()
+    new = old + need
+    sys.setrecursionlimit(new)
+    try:
+        yield
+    finally:
+        if sys.getrecursionlimit() == new:
+            sys.setrecursionlimit(old)
 
 
 def _children(x) -> tuple:
@@ -93,6 +173,7 @@ def _normalise_ranges(ranges, top: int) -> tuple:
 @dataclass(frozen=True)
 class CharSet(Node):
     __hash__ = _cached_hash
+    __eq__ = _equal
     __getstate__ = _state_without_hash
     ranges: tuple  # tuple[tuple[int, int], ...], sorted, disjoint, non-adjacent
 
@@ -120,6 +201,7 @@ class CharSet(Node):
 @dataclass(frozen=True)
 class ByteSet(Node):
     __hash__ = _cached_hash
+    __eq__ = _equal
     __getstate__ = _state_without_hash
     ranges: tuple
 
@@ -131,6 +213,7 @@ class ByteSet(Node):
 @dataclass(frozen=True)
 class Seq(Node):
     __hash__ = _cached_hash
+    __eq__ = _equal
     __getstate__ = _state_without_hash
     items: tuple
 
@@ -138,6 +221,7 @@ class Seq(Node):
 @dataclass(frozen=True)
 class Alt(Node):
     __hash__ = _cached_hash
+    __eq__ = _equal
     __getstate__ = _state_without_hash
     items: tuple
 
@@ -145,6 +229,7 @@ class Alt(Node):
 @dataclass(frozen=True)
 class Repeat(Node):
     __hash__ = _cached_hash
+    __eq__ = _equal
     __getstate__ = _state_without_hash
     item: Node
     min: int
@@ -154,6 +239,7 @@ class Repeat(Node):
 @dataclass(frozen=True)
 class And(Node):
     __hash__ = _cached_hash
+    __eq__ = _equal
     __getstate__ = _state_without_hash
     items: tuple
 
@@ -161,6 +247,7 @@ class And(Node):
 @dataclass(frozen=True)
 class Not(Node):
     __hash__ = _cached_hash
+    __eq__ = _equal
     __getstate__ = _state_without_hash
     item: Node
 

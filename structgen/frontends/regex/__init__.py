@@ -46,11 +46,12 @@ of letters ``"imsxa"``.
 from __future__ import annotations
 
 from ...automaton import ir
-from ...automaton.build import build_dfa
+from ...automaton.build import DEFAULT_MAX_STATES, build_dfa
+from ...errors import OptionError
 from .lower import ANY_STAR, Lowering
-from .parser import ECMA, FLAG_LETTERS, PYTHON, Parser
+from .parser import DEFAULT_MAX_DEPTH, ECMA, FLAG_LETTERS, PYTHON, Parser
 
-__all__ = ["parse_regex", "search_to_full", "dfa_from_regex", "PYTHON", "ECMA"]
+__all__ = ["parse_regex", "search_to_full", "dfa_from_regex", "PYTHON", "ECMA", "DEFAULT_MAX_DEPTH"]
 
 _NL = ir.literal("\n")
 
@@ -60,25 +61,34 @@ def _parse_flags(flags) -> int:
         out = 0
         for ch in flags:
             if ch not in FLAG_LETTERS:
-                raise ValueError(f"unknown regex flag {ch!r}")
+                raise OptionError(f"unknown regex flag {ch!r}")
             out |= FLAG_LETTERS[ch]
         return out
     return int(flags)
 
 
-def parse_regex(pattern: str, flags=0, *, syntax: str = PYTHON, anchored: bool = True) -> ir.Node:
+def parse_regex(pattern: str, flags=0, *, syntax: str = PYTHON, anchored: bool = True,
+                max_depth: int = DEFAULT_MAX_DEPTH, max_states: int = DEFAULT_MAX_STATES) -> ir.Node:
     """Parse ``pattern`` into IR.  See the module docstring for the exact semantics.
 
     Raises :class:`RegexError` (with ``pos``) on syntax errors and :class:`Unsupported`
-    (``where`` names the position; ``.pos`` holds it) on non-regular constructs.
+    (``where`` names the position; ``.pos`` holds it) on non-regular constructs; groups nested
+    deeper than ``max_depth`` raise :class:`LimitExceeded` (``limit="max_depth"``, the position in
+    the message).  ``max_states`` bounds the DFAs built while lowering possessive quantifiers and
+    atomic groups (and a :func:`~structgen.automaton.build.limit_scope` their time).
     """
-    if syntax not in (PYTHON, ECMA):
-        raise ValueError(f"syntax must be {PYTHON!r} or {ECMA!r}, not {syntax!r}")
     if not isinstance(pattern, str):
         raise TypeError("parse_regex expects a str pattern")
-    parser = Parser(pattern, syntax, _parse_flags(flags))
+    if syntax not in (PYTHON, ECMA):
+        raise OptionError(f"syntax must be {PYTHON!r} or {ECMA!r}, not {syntax!r}")
+    parser = Parser(pattern, syntax, _parse_flags(flags), max_depth)
     tree = parser.parse()
-    low = Lowering(parser)
+    low = Lowering(parser, max_states)
+    with ir.recursion_room(parser.max_depth_seen):  # anchors and possessive parts are walked recursively
+        return _lowered(low, tree, anchored)
+
+
+def _lowered(low, tree, anchored: bool) -> ir.Node:
     out = []
     for sk, ek, body in low.variants(tree):
         if anchored:

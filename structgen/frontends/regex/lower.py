@@ -9,7 +9,7 @@ possessive quantifiers and atomic groups exactly (``X{m,n}+ K`` is
 from __future__ import annotations
 
 from ...automaton import ir
-from ...automaton.build import build_dfa
+from ...automaton.build import DEFAULT_MAX_STATES, build_dfa
 from .parser import ALT, ANCHOR, ATOMIC, EMPTY_SEQ, LIT, REP, SEQ, SET, Parser, Tree
 
 ANY_STAR = ir.Repeat(ir.ANY_CHAR, 0, None)
@@ -17,8 +17,9 @@ ANY_STAR = ir.Repeat(ir.ANY_CHAR, 0, None)
 
 
 class Lowering:
-    def __init__(self, parser: Parser):
+    def __init__(self, parser: Parser, max_states: int = DEFAULT_MAX_STATES):
         self.parser = parser
+        self.max_states = max_states  # bounds the DFAs that decide prefix-freeness
 
     # anchors: split a tree into (start kind, end kind, anchor-free tree) variants
     def variants(self, node: Tree) -> list:
@@ -82,18 +83,29 @@ class Lowering:
 
     # possessive-free, anchor-free tree -> IR
     def plain(self, node: Tree) -> ir.Node:
-        k = node.kind
-        if k == SET:
-            return node.a
-        if k == LIT:
-            return ir.literal(node.a)
-        if k == SEQ:
-            return ir.seq(*(self.plain(x) for x in node.a)) if node.a else ir.EMPTY
-        if k == ALT:
-            return ir.alt(*(self.plain(x) for x in node.a))
-        if k == REP:
-            return ir.repeat(self.plain(node.a), node.b, node.c)
-        raise AssertionError(k)  # pragma: no cover
+        """The IR of a tree without anchors, possessive parts or atomic groups (children first, on
+        an explicit stack: trees nest as deep as the parser's ``max_depth``)."""
+        done: dict = {}  # id(tree) -> its IR (the trees stay alive meanwhile)
+        todo = [(node, False)]
+        while todo:
+            x, expanded = todo.pop()
+            k = x.kind
+            if k == SET:
+                done[id(x)] = x.a
+            elif k == LIT:
+                done[id(x)] = ir.literal(x.a)
+            elif k not in (SEQ, ALT, REP):
+                raise AssertionError(k)  # pragma: no cover
+            elif not expanded:
+                todo.append((x, True))
+                todo.extend((c, False) for c in (x.a if k != REP else (x.a,)))
+            elif k == SEQ:
+                done[id(x)] = ir.seq(*(done[id(c)] for c in x.a)) if x.a else ir.EMPTY
+            elif k == ALT:
+                done[id(x)] = ir.alt(*(done[id(c)] for c in x.a))
+            else:
+                done[id(x)] = ir.repeat(done[id(x.a)], x.b, x.c)
+        return done[id(node)]
 
     # tree followed by continuation k -> IR (continuation passing only where needed)
     def lower(self, node: Tree, k: ir.Node) -> ir.Node:
@@ -134,11 +146,10 @@ class Lowering:
             return ir.seq(ir.repeat(x, lo, None), stop)
         return ir.alt(ir.seq(ir.repeat(x, lo, hi - 1), stop), ir.seq(ir.repeat(x, hi, hi), k))
 
-    @staticmethod
-    def prefix_free(x: ir.Node) -> bool:
+    def prefix_free(self, x: ir.Node) -> bool:
         """Non-empty and no match is a proper prefix of another (so X matches in at most
         one way at any position)."""
-        d = build_dfa(x)
+        d = build_dfa(x, max_states=self.max_states)
         acc = d.accepting
         if d.is_empty() or acc[0]:
             return False

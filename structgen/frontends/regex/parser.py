@@ -13,13 +13,14 @@ import re
 import unicodedata
 
 from ...automaton import ir
-from ...errors import RegexError, Unsupported
+from ...errors import LimitExceeded, RegexError, Unsupported
 from .charclass import (ASCII_CLASSES, ECMA_LINE_TERMINATORS, ECMA_SPACE, GC_LONG, GC_SHORT, case_closure,
                         general_category, py_class)
 
 PYTHON = "python"
 ECMA = "ecma"
 
+DEFAULT_MAX_DEPTH = 2000  # nested groups (Python's re takes a few hundred)
 MAX_REPEAT = 4294967294  # Python's MAXREPEAT - 1
 _QUANT_RE = re.compile(r"\{(\d*)(,?)(\d*)\}")
 _PLAIN_RUN = re.compile(r"[^\\\[\](){}.*+?^$|]+")
@@ -61,8 +62,16 @@ _PY_SIMPLE = {"n": 10, "t": 9, "r": 13, "f": 12, "v": 11, "a": 7}
 _ECMA_SIMPLE = {"n": 10, "t": 9, "r": 13, "f": 12, "v": 11}
 
 
+def _seq(items, start) -> Tree:
+    return items[0] if len(items) == 1 else Tree(SEQ, start, items)
+
+
+def _clip(p: str, n: int = 60) -> str:
+    return repr(p) if len(p) <= n else repr(p[:n]) + f"... ({len(p)} characters)"
+
+
 class Parser:
-    def __init__(self, pattern: str, syntax: str, flags: int):
+    def __init__(self, pattern: str, syntax: str, flags: int, max_depth: int = DEFAULT_MAX_DEPTH):
         self.p = pattern
         self.n = len(pattern)
         self.i = 0
@@ -71,6 +80,8 @@ class Parser:
         self.groups = 0
         self.names: set = set()
         self.depth = 0
+        self.max_depth = max_depth
+        self.max_depth_seen = 0
         self.started = False  # something other than global flags has been parsed
 
     # -- errors
@@ -117,22 +128,56 @@ class Parser:
         return node
 
     def alternation(self) -> Tree:
-        start = self.i
-        branches = [self.sequence()]
-        while self.peek() == "|":
-            self.i += 1
-            self.started = True
-            branches.append(self.sequence())
-        return branches[0] if len(branches) == 1 else Tree(ALT, start, branches)
+        """The alternation from the cursor up to an unmatched ``)`` or the end of the pattern.
 
-    def sequence(self) -> Tree:
-        start = self.i
-        items = []
+        Groups nest on an explicit stack, not on Python's: a pattern of ``max_depth`` nested groups
+        parses in constant stack depth, and one nested deeper raises :class:`LimitExceeded`
+        (``limit="max_depth"``) naming the position of the group that opens too deep."""
+        stack = []  # open groups: (open_pos, atomic, saved flags, parent's start, branches, items, seq start)
+        start = seq_start = self.i
+        branches, items = [], []
         while True:
             self.skip_verbose()
-            if self.i >= self.n or self.peek() in "|)":
-                break
+            c = self.peek()
+            if c == "|":
+                branches.append(_seq(items, seq_start))
+                self.i += 1
+                self.started = True
+                items, seq_start = [], self.i
+                continue
+            if c in (")", ""):
+                branches.append(_seq(items, seq_start))
+                body = branches[0] if len(branches) == 1 else Tree(ALT, start, branches)
+                if not stack:
+                    return body
+                open_pos, atomic, saved, start, branches, items, seq_start = stack.pop()
+                if c == "":
+                    raise self.err("missing ), unterminated subpattern", open_pos)
+                self.i += 1
+                self.depth -= 1
+                self.flags = saved
+                node = Tree(ATOMIC, open_pos, body) if atomic else body
+                self.started = True
+                items.append(self.quantified(node, open_pos))
+                continue
             pos = self.i
+            if c == "(":
+                g = self.group_open()
+                if g is None:
+                    continue  # a comment or global flags
+                atomic, flags = g
+                if self.depth >= self.max_depth:
+                    raise LimitExceeded(f"groups nested more than {self.max_depth} deep at position {pos} in regex "
+                                        f"{_clip(self.p)}", "max_depth", self.max_depth,
+                                        "Grammar.from_regex(max_depth=...)")
+                stack.append((pos, atomic, self.flags, start, branches, items, seq_start))
+                if flags is not None:
+                    self.flags = flags
+                self.depth += 1
+                self.max_depth_seen = max(self.max_depth_seen, self.depth)
+                start = seq_start = self.i
+                branches, items = [], []
+                continue
             if not self.flags & (_X | _I):
                 # Fast path: a run of ordinary characters; its last one may carry a quantifier.
                 m = _PLAIN_RUN.match(self.p, pos)
@@ -146,7 +191,6 @@ class Parser:
                 continue
             self.started = True
             items.append(self.quantified(atom, pos))
-        return items[0] if len(items) == 1 else Tree(SEQ, start, items)
 
     def quantifier_at(self):
         """``(lo, hi, end)`` when a quantifier starts at the cursor, else None."""
@@ -203,8 +247,6 @@ class Parser:
     def atom(self):
         c = self.p[self.i]
         pos = self.i
-        if c == "(":
-            return self.group()
         if c == "[":
             return Tree(SET, pos, self.char_class())
         if c == ".":
@@ -235,35 +277,38 @@ class Parser:
         return Tree(SET, pos, self.charset(ir.CharSet(((ord(c), ord(c)),))))
 
     # -- groups
-    def group(self):
+    def group_open(self):
+        """Read a group's opening (cursor on ``(``) up to its body: ``(atomic, scoped flags or
+        None)``, or None when the whole construct is consumed (a comment, global flags)."""
         open_pos = self.i
         self.i += 1
         if self.peek() != "?":
             self.groups += 1
-            return self.group_body(open_pos)
+            return False, None
         self.i += 1
         c = self.peek()
+        if c == "":
+            raise self.err("unexpected end of pattern after '(?'", self.i)
         if c == ":":
             self.i += 1
-            return self.group_body(open_pos)
+            return False, None
         if c == "P" and self.peek(1) == "<":
             self.i += 2
             self.group_name(">")
-            return self.group_body(open_pos)
-        if c == "<" and self.peek(1) not in "=!":
+            return False, None
+        if c == "<" and self.peek(1) not in ("=", "!"):
             self.i += 1
             self.group_name(">")
-            return self.group_body(open_pos)
+            return False, None
         if c == "P" and self.peek(1) == "=":
             raise self.unsupported("a backreference (?P=name)", open_pos)
-        if c in "=!" or (c == "<" and self.peek(1) in "=!"):
+        if c in "=!" or c == "<":
             raise self.unsupported("a lookaround assertion", open_pos)
         if c == "(":
             raise self.unsupported("a conditional group", open_pos)
         if c == ">":
             self.i += 1
-            body = self.group_body(open_pos)
-            return Tree(ATOMIC, open_pos, body)
+            return True, None
         if c == "#":
             end = self.p.find(")", self.i)
             if end < 0:
@@ -271,7 +316,8 @@ class Parser:
             self.i = end + 1
             return None
         if c in FLAG_LETTERS or c == "-":
-            return self.flag_group(open_pos)
+            flags = self.flag_group(open_pos)
+            return None if flags is None else (False, flags)
         raise self.err("unknown extension ?" + c, open_pos + 1)
 
     def group_name(self, close):
@@ -288,21 +334,9 @@ class Parser:
         self.groups += 1
         self.i = end + 1
 
-    def group_body(self, open_pos, flags=None):
-        """The alternation up to the group's ``)``, under ``flags`` when given (scoped flags)."""
-        saved = self.flags
-        if flags is not None:
-            self.flags = flags
-        self.depth += 1
-        node = self.alternation()
-        self.depth -= 1
-        self.flags = saved
-        if self.peek() != ")":
-            raise self.err("missing ), unterminated subpattern", open_pos)
-        self.i += 1
-        return node
-
     def flag_group(self, open_pos):
+        """Inline flags after ``(?``: None for global flags ``(?i)`` (applied), else the flags of a
+        scoped group ``(?i:...)`` (cursor after the colon)."""
         on = off = 0
         while self.peek() in FLAG_LETTERS and self.peek():
             on |= FLAG_LETTERS[self.peek()]
@@ -327,7 +361,7 @@ class Parser:
             raise self.err("missing -, : or )" if c else "missing -, : or ), unterminated flags",
                            self.i)
         self.i += 1
-        return self.group_body(open_pos, (self.flags | on) & ~off)
+        return (self.flags | on) & ~off
 
     # -- escapes
     def class_escape_set(self, c):
