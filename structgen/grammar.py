@@ -12,14 +12,20 @@ import json
 from typing import Any, Iterable
 
 from .automaton import ir
-from .errors import StructgenError
+from .automaton.build import limit_scope, warm_up
+from .automaton.limits import check_count, check_known, check_seconds
+from .errors import LimitExceeded, OptionError, StructgenError
 from .frontends.gbnf import gbnf_to_cfg
 from .frontends.json_schema.property_order import check_order
 from .frontends.json_schema.select import compile_with
 from .frontends.json_schema.slicing import json_slicing
 from .frontends.lark import lark_to_cfg
 from .frontends.pydantic import pydantic_to_schema
-from .frontends.regex import parse_regex
+from .frontends.regex import DEFAULT_MAX_DEPTH, parse_regex
+
+
+def _clip(text: str, n: int = 80) -> str:
+    return repr(text) if len(text) <= n else repr(text[:n]) + f"... ({len(text)} characters)"
 
 
 class Grammar:
@@ -43,15 +49,35 @@ class Grammar:
 
     # -- regular front-ends -----------------------------------------------------
     @classmethod
-    def from_regex(cls, pattern: str, *, syntax: str = "python") -> "Grammar":
+    def from_regex(cls, pattern: str, *, syntax: str = "python", time_limit: float | None = 10.0,
+                   max_states: int = 100_000, max_depth: int = DEFAULT_MAX_DEPTH, **unknown) -> "Grammar":
         """Outputs that fully match ``pattern`` (Python ``re`` syntax by default;
-        ``syntax="ecma"`` for JavaScript / JSON Schema semantics of ``\\d \\w \\s``)."""
-        node = parse_regex(pattern, syntax=syntax)
-        return cls("regular", node=node, key=("regex", pattern, syntax), source=f"regex {pattern!r}")
+        ``syntax="ecma"`` for JavaScript / JSON Schema semantics of ``\\d \\w \\s``).
+
+        ``time_limit`` (seconds) and ``max_states`` bound the automata built while reading the
+        pattern (possessive quantifiers and atomic groups are decided on DFAs), ``max_depth`` the
+        nesting of groups; past any, :class:`~structgen.errors.LimitExceeded`.  Bad options raise
+        :class:`~structgen.errors.OptionError`."""
+        who = "Grammar.from_regex()"
+        check_known(unknown, ("syntax", "time_limit", "max_states", "max_depth"), who)
+        time_limit = check_seconds(time_limit, who=who)
+        max_states = check_count(max_states, "max_states", who)
+        max_depth = check_count(max_depth, "max_depth", who)
+        if time_limit is not None:
+            warm_up()  # before the clock starts
+        try:
+            with limit_scope(time_limit):
+                node = parse_regex(pattern, syntax=syntax, max_depth=max_depth, max_states=max_states)
+        except LimitExceeded as e:
+            if e.limit == "max_depth":
+                raise  # names the pattern and the option already
+            raise e.within(f"reading regex {_clip(pattern)}", ("time_limit", "max_states"), "Grammar.from_regex") from e
+        return cls("regular", node=node, key=("regex", pattern, syntax), source=f"regex {_clip(pattern)}")
 
     @classmethod
-    def choice(cls, options: Iterable[str]) -> "Grammar":
+    def choice(cls, options: Iterable[str], **unknown) -> "Grammar":
         """Exactly one of the given strings."""
+        check_known(unknown, (), "Grammar.choice()")
         opts = tuple(dict.fromkeys(str(o) for o in options))
         if not opts:
             raise StructgenError("Grammar.choice needs at least one option")
@@ -81,7 +107,7 @@ class Grammar:
         Other options are the compilers', e.g. ``whitespace="compact"|"flexible"``, ``lenient=False``.
         """
         if engine not in ("auto", "dfa", "cfg"):
-            raise ValueError("engine must be 'auto', 'dfa' or 'cfg'")
+            raise OptionError(f"Grammar.from_json_schema(): engine must be 'auto', 'dfa' or 'cfg', not {engine!r}")
         if check_order(property_order) == "any":
             options["property_order"] = "any"
         if isinstance(schema, (str, bytes)):
@@ -104,13 +130,15 @@ class Grammar:
 
     # -- context-free front-ends --------------------------------------------------
     @classmethod
-    def from_lark(cls, text: str, start: str = "start") -> "Grammar":
+    def from_lark(cls, text: str, start: str = "start", **unknown) -> "Grammar":
         """A grammar in Lark's syntax (rules, terminals, ``%import``, ``%ignore``)."""
+        check_known(unknown, ("start",), "Grammar.from_lark()")
         return cls("cfg", cfg=lark_to_cfg(text, start=start), key=("lark", text, start), source="Lark grammar")
 
     @classmethod
-    def from_gbnf(cls, text: str, start: str = "root") -> "Grammar":
+    def from_gbnf(cls, text: str, start: str = "root", **unknown) -> "Grammar":
         """A grammar in llama.cpp's GBNF syntax."""
+        check_known(unknown, ("start",), "Grammar.from_gbnf()")
         return cls("cfg", cfg=gbnf_to_cfg(text, start=start), key=("gbnf", text, start), source="GBNF grammar")
 
     def __repr__(self) -> str:

@@ -1,0 +1,312 @@
+"""Limits that hold: hostile regexes end in a named error within their time and memory bounds,
+options are checked, deep nesting never reaches Python's recursion limit (issue 14).
+
+Heavy cases run in a child process with a wall-clock timeout (a hang fails the test instead of
+hanging CI) and report their own time and peak RSS.  The seed list
+``tests/data/fuzz_seeds_limits.json`` holds these cases for the fuzz suite; the cheap ones are
+replayed here.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import structgen as sg
+from structgen import errors
+from structgen.automaton import ir
+from structgen.automaton.build import build_dfa
+from structgen.errors import LimitExceeded, OptionError, RegexError, StructgenError, Unsupported
+from structgen.frontends.regex import parse_regex
+
+ROOT = Path(__file__).resolve().parents[1]
+SEEDS = ROOT / "tests" / "data" / "fuzz_seeds_limits.json"
+GB = 1 << 30
+
+
+@pytest.fixture(scope="module")
+def bytes_vocab():
+    return sg.Vocabulary.from_bytes([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
+
+
+# ------------------------------------------------------------------ child processes
+_PRELUDE = """
+import json, sys, time
+import structgen as sg
+from structgen.errors import StructgenError
+vocab = sg.Vocabulary.from_bytes([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
+sg.compile(sg.Grammar.from_regex("ab*"), vocab, time_limit=60)          # load the kernels
+sg.compile(sg.Grammar.from_lark('start: "a" B\\nB: /b+/'), vocab, time_limit=60)
+def outcome(fn):
+    t0 = time.perf_counter()
+    try:
+        fn()
+        out, limit = "ok", None
+    except StructgenError as e:
+        out, limit = type(e).__name__, getattr(e, "limit", None)
+    print(json.dumps({"outcome": out, "limit": limit, "seconds": time.perf_counter() - t0}))
+"""
+
+
+def run_child(body: str, timeout: float) -> dict:
+    """Run ``_PRELUDE + body`` in a fresh interpreter; its last JSON line plus ``peak_rss`` (bytes,
+    from ``wait4``).  Past ``timeout`` seconds the child is killed and the test fails."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), STRUCTGEN_CACHE_DIR=tempfile.mkdtemp(prefix="sg-limits-"))
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen([sys.executable, "-c", _PRELUDE + textwrap.dedent(body)], stdout=out,
+                                stderr=err, env=env, cwd=str(ROOT))
+        t0 = time.monotonic()
+        while True:  # wait4 (not poll, which would reap the child and lose its rusage)
+            pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() - t0 > timeout:
+                proc.kill()
+                os.wait4(proc.pid, 0)
+                proc.returncode = -9
+                pytest.fail(f"child still running after {timeout} s (a hang)")
+            time.sleep(0.05)
+        proc.returncode = status
+        out.seek(0)
+        err.seek(0)
+        lines = out.read().decode().strip().splitlines()
+        assert status == 0 and lines, err.read().decode()[-3000:]
+    res = json.loads(lines[-1])
+    res["peak_rss"] = ru.ru_maxrss * 1024
+    return res
+
+
+# ------------------------------------------------------------------ 1. time and memory
+HOSTILE = ["(x{1,1000}){1,1000}", "(?:a{0,1000}){0,1000}", "(x{1,300}){1,300}"]
+
+
+@pytest.mark.parametrize("pattern", HOSTILE)
+def test_hostile_repeat_stops_at_time_limit(pattern):
+    # before: the deadline was looked at once per 2,048 DFA states, each with a huge NFA set
+    # (the {1,300} form took 25 s and 1.2 GB at time_limit=5; the {1,1000} forms never ended)
+    limit = 2.0
+    res = run_child(f"outcome(lambda: sg.compile(sg.Grammar.from_regex({pattern!r}), vocab, "
+                    f"time_limit={limit}, cache=False))", timeout=60)
+    assert res["outcome"] == "LimitExceeded" and res["limit"] == "time_limit", res
+    assert res["seconds"] <= limit * 1.1 + 1, res
+    assert res["peak_rss"] < 2 * GB, res
+
+
+def test_memory_budget_without_time_limit():
+    res = run_child("outcome(lambda: sg.compile(sg.Grammar.from_regex('(x{1,1000}){1,1000}'), vocab, "
+                    "time_limit=None, max_memory=64 << 20, cache=False))", timeout=60)
+    assert res["outcome"] == "LimitExceeded" and res["limit"] == "max_memory", res
+    assert res["peak_rss"] < 1 * GB, res
+
+
+def test_grammar_engine_honours_time_limit():
+    # before: compile_cfg got max_states only; a Lark terminal's DFA build ignored time_limit
+    grammar = 'start: "a" X\nX: /(x{1,300}){1,300}/\n'
+    res = run_child(f"outcome(lambda: sg.compile(sg.Grammar.from_lark({grammar!r}), vocab, time_limit=1.0, "
+                    f"cache=False))", timeout=60)
+    assert res["outcome"] == "LimitExceeded" and res["limit"] == "time_limit", res
+    assert res["seconds"] <= 1.0 * 1.1 + 1, res
+
+
+def test_from_regex_time_limit_covers_possessive_lowering():
+    # a possessive quantifier is decided on a DFA while the pattern is read, before compile()
+    res = run_child("outcome(lambda: sg.Grammar.from_regex('(?:(x{1,300}){1,300})++y', time_limit=1.0))",
+                    timeout=60)
+    assert res["outcome"] == "LimitExceeded" and res["limit"] == "time_limit", res
+    assert res["seconds"] <= 1.0 * 1.1 + 1, res
+
+
+def test_chunked_construction_is_exact():
+    # the construction stops and resumes between byte classes of one state under a deadline
+    p = r"(?:[a-c]x|[b-d]y|[c-e]z)*[ace]{3}"
+    a = build_dfa(parse_regex(p), time_limit=None)
+    b = build_dfa(parse_regex(p + "(?:)"), time_limit=30.0)
+    for n in range(5):
+        for s in map("".join, itertools.product("abcexyz", repeat=n)):
+            assert a.fullmatch(s.encode()) == b.fullmatch(s.encode()) == bool(re.fullmatch(p, s))
+
+
+# ------------------------------------------------------------------ 2. advice names real options
+def test_limit_advice_names_a_compile_option(bytes_vocab):
+    g = sg.Grammar.from_regex(r"(?:a*b){3000}")
+    with pytest.raises(LimitExceeded) as info:
+        sg.compile(g, bytes_vocab, max_nfa_states=1000)
+    e = info.value
+    assert e.limit == "max_nfa_states" and "compile(max_nfa_states=...)" in str(e)
+    assert "regex '(?:a*b){3000}'" in str(e)
+    cg = sg.compile(g, bytes_vocab, max_nfa_states=100_000)  # the option reaches the builder
+    assert cg.is_regular
+    with pytest.raises(LimitExceeded, match=r"compile\(max_states=\.\.\.\)"):
+        sg.compile(sg.Grammar.from_regex(r"(a|b)*a(a|b){12}"), bytes_vocab, max_states=100)
+
+
+# ------------------------------------------------------------------ 3. options checked
+@pytest.mark.parametrize("kw", [dict(time_limit=math.nan), dict(time_limit=-1), dict(time_limit=math.inf),
+                                dict(time_limit="5"), dict(max_states=-5), dict(max_states=0),
+                                dict(max_states=2.5), dict(max_states=True), dict(max_nfa_states=-1),
+                                dict(max_memory="1G"), dict(maxstates=5)])
+def test_compile_options_checked(bytes_vocab, kw):
+    with pytest.raises(OptionError) as info:
+        sg.compile(sg.Grammar.from_regex("ab"), bytes_vocab, **kw)
+    assert next(iter(kw)) in str(info.value)
+    assert isinstance(info.value, ValueError) and isinstance(info.value, StructgenError)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: sg.Grammar.from_regex("a", foo=1),
+    lambda: sg.Grammar.from_regex("a", time_limit=math.nan),
+    lambda: sg.Grammar.from_regex("a", max_depth=-1),
+    lambda: sg.Grammar.from_regex("a", syntax="perl"),
+    lambda: sg.Grammar.choice(["a"], foo=1),
+    lambda: sg.Grammar.from_lark('start: "a"', foo=1),
+    lambda: sg.Grammar.from_gbnf('root ::= "a"', foo=1),
+    lambda: sg.Grammar.from_json_schema({}, engine="x"),
+])
+def test_grammar_constructor_options_checked(call):
+    with pytest.raises(OptionError):
+        call()
+
+
+def test_valid_limits_accepted(bytes_vocab):
+    g = sg.Grammar.from_regex("ab", time_limit=None, max_states=10, max_depth=5)
+    assert sg.compile(g, bytes_vocab, time_limit=0.5, max_states=10, max_nfa_states=100, max_memory=1 << 20)
+    assert sg.compile(g, bytes_vocab, time_limit=None, max_states=10)
+
+
+# ------------------------------------------------------------------ 4. nesting
+def _deep(kind: str, n: int) -> tuple[str, str]:
+    """(a pattern nested ``n`` groups deep, a flat regex of the same language)."""
+    return {
+        "plain": ("(" * n + "a" + ")" * n, "a"),
+        "noncapture": ("(?:" * n + "a" + ")" * n, "a"),
+        "named": ("".join(f"(?P<g{i}>" for i in range(n)) + "a" + ")" * n, "a"),
+        "alt": ("(a|" * n + "b" + ")" * n, "a|b"),
+        "optional": ("(?:" * n + "a" + ")?" * n, "a?"),
+        "star": ("(?:a" * n + ")*" * n, "a*"),
+        "flags": ("(?i:" * n + "a" + ")" * n, "[aA]"),
+        "seq": ("(?:a" * n + "b" + ")" * n, "a" * n + "b"),
+    }[kind]
+
+
+@pytest.mark.parametrize("kind", ["plain", "noncapture", "named", "alt", "optional", "star", "flags", "seq"])
+def test_regex_nested_1000_deep_compiles(kind):
+    # before: RecursionError from 200 nested groups (the parser recursed five frames per group)
+    pattern, flat = _deep(kind, 1000)
+    d = build_dfa(sg.Grammar.from_regex(pattern).node, time_limit=30)
+    words = ["", "a" * 1000 + "b"] + ["".join(w) for n in range(4) for w in itertools.product("aAb", repeat=n)]
+    for w in words:
+        assert d.fullmatch(w.encode()) == bool(re.fullmatch(flat, w)), (kind, w)
+
+
+def test_regex_nested_200_deep_against_re():
+    n = 200
+    pattern = "(?:a|b" * n + "c" + ")" * n   # Python's re takes this one
+    d = build_dfa(parse_regex(pattern), time_limit=30)
+    for w in ["", "a", "bc", "bbc", "b" * n + "c", "b" * n, "b" * (n + 1) + "c", "bbba", "ab"]:
+        assert d.fullmatch(w.encode()) == bool(re.fullmatch(pattern, w)), w
+
+
+@pytest.mark.parametrize("kind", ["plain", "noncapture", "alt", "optional"])
+def test_regex_nested_5000_deep_named_error(kind):
+    pattern, _ = _deep(kind, 5000)
+    with pytest.raises(LimitExceeded) as info:
+        sg.Grammar.from_regex(pattern)
+    e = info.value
+    assert e.limit == "max_depth" and "position" in str(e) and "max_depth=" in str(e)
+
+
+def test_regex_depth_limit_configurable():
+    pattern, _ = _deep("plain", 5000)
+    assert build_dfa(sg.Grammar.from_regex(pattern, max_depth=5000).node).fullmatch(b"a")
+    with pytest.raises(LimitExceeded, match="position 10 "):
+        parse_regex("(" * 20 + "a" + ")" * 20, max_depth=10)
+
+
+def test_unterminated_deep_group_names_its_position():
+    with pytest.raises(RegexError) as info:
+        parse_regex("(?:" * 1000 + "a" + ")" * 999)
+    assert info.value.pos == 0
+
+
+def test_ir_walks_5000_deep():
+    # hashing and comparing nest through C: before, RecursionError from about 1,000 levels
+    def chain(n):
+        x = ir.literal("a")
+        for i in range(n):
+            x = ir.Repeat(x, 0, 1) if i % 2 else ir.Alt((ir.literal("b"), ir.Seq((ir.literal("a"), x))))
+        return x
+    x, y = chain(50_000), chain(50_000)
+    assert x == y and hash(x) == hash(y) and ir.depth(x) > 50_000 and x != chain(49_999)
+
+
+def test_ir_build_1000_deep_exact():
+    x = ir.literal("c")
+    for _ in range(1000):
+        x = ir.Alt((ir.literal("b"), ir.Seq((ir.literal("a"), ir.Repeat(x, 0, 1)))))
+    d = build_dfa(x, time_limit=60)
+    # the language: (a)^k then b, or a^k c, or a^k (k >= 1, up to 1000) ... checked against re on
+    # its flat form: a{0,999} b | a{1,1000} (c)? without the empty string
+    flat = "a{0,999}b|a{1,999}(?:b|c)?|a{1000}c?"
+    for w in ["", "a", "b", "c", "ab", "ac", "a" * 999 + "b", "a" * 1000, "a" * 1000 + "c", "a" * 1000 + "b",
+              "a" * 1001, "ba", "aab", "aaac"]:
+        assert d.fullmatch(w.encode()) == bool(re.fullmatch(flat, w)), w
+
+
+def test_ir_build_5000_deep_result_or_named_error():
+    res = run_child("""
+        from structgen.automaton import ir
+        from structgen.automaton.build import build_dfa
+        x = ir.literal("c")
+        for _ in range(5000):
+            x = ir.Alt((ir.literal("b"), ir.Seq((ir.literal("a"), ir.Repeat(x, 0, 1)))))
+        outcome(lambda: build_dfa(x, time_limit=3.0))
+    """, timeout=60)
+    assert res["outcome"] in ("ok", "LimitExceeded"), res
+    assert res["seconds"] <= 3.0 * 1.1 + 1, res
+
+
+@pytest.mark.parametrize("pattern, pos", [("(?", 2), ("a(?", 3), ("(?<", 3), ("(?P", 1)])
+def test_truncated_group_extension_is_a_syntax_error(pattern, pos):
+    # before: "(?" was reported as an unsupported lookaround
+    with pytest.raises(RegexError) as info:
+        parse_regex(pattern)
+    assert not isinstance(info.value, Unsupported) and "lookaround" not in str(info.value)
+    assert info.value.pos is not None
+
+
+def test_lookarounds_still_unsupported():
+    for p in ["(?=a)", "(?!a)", "(?<=a)b", "(?<!a)b"]:
+        with pytest.raises(Unsupported, match="lookaround"):
+            parse_regex(p)
+
+
+# ------------------------------------------------------------------ 5. the seed list
+def test_seed_list_is_well_formed_and_cheap_seeds_hold(bytes_vocab):
+    seeds = json.loads(SEEDS.read_text(encoding="utf-8"))
+    assert len(seeds) >= 20
+    for s in seeds:
+        assert set(s) >= {"kind", "input", "options", "expect"} and s["kind"] == "regex", s
+        assert s["expect"] == "ok" or isinstance(getattr(errors, s["expect"], None), type), s
+    for s in seeds:
+        if s.get("heavy"):
+            continue
+        opts = dict(s["options"])
+        compile_opts = {k: opts.pop(k) for k in ("max_nfa_states", "max_memory") if k in opts}
+        compile_opts.update({k: opts[k] for k in ("time_limit", "max_states") if k in opts})
+        try:
+            g = sg.Grammar.from_regex(s["input"], **opts)
+            sg.compile(g, bytes_vocab, **compile_opts, cache=False)
+            got = "ok"
+        except StructgenError as e:
+            got = type(e).__name__
+        assert got == s["expect"], s
