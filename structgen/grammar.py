@@ -69,8 +69,8 @@ class Grammar:
             with limit_scope(time_limit):
                 node = parse_regex(pattern, syntax=syntax, max_depth=max_depth, max_states=max_states)
         except LimitExceeded as e:
-            if e.limit == "max_depth":
-                raise  # names the pattern and the option already
+            if e.limit == "max_depth":  # the message names the pattern and the position already
+                raise LimitExceeded(e.message, e.limit, e.value, "Grammar.from_regex(max_depth=...)") from e
             raise e.within(f"reading regex {_clip(pattern)}", ("time_limit", "max_states"), "Grammar.from_regex") from e
         return cls("regular", node=node, key=("regex", pattern, syntax), source=f"regex {_clip(pattern)}")
 

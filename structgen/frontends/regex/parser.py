@@ -168,8 +168,7 @@ class Parser:
                 atomic, flags = g
                 if self.depth >= self.max_depth:
                     raise LimitExceeded(f"groups nested more than {self.max_depth} deep at position {pos} in regex "
-                                        f"{_clip(self.p)}", "max_depth", self.max_depth,
-                                        "Grammar.from_regex(max_depth=...)")
+                                        f"{_clip(self.p)}", "max_depth", self.max_depth)
                 stack.append((pos, atomic, self.flags, start, branches, items, seq_start))
                 if flags is not None:
                     self.flags = flags
