@@ -10,6 +10,7 @@ model or a grammar, by masking a language model's logits token by token.
 """
 from .errors import (GrammarError, LimitExceeded, RegexError, SchemaError, StructgenError, Unsupported,
                      VocabularyError)
+from .errors import BitmaskError, GrammarNotFound, OptionError, TokenError  # argument checks (issue 14)
 from .vocab import Vocabulary
 from .grammar import Grammar
 from .compiler import CompiledGrammar, compile
@@ -30,3 +31,4 @@ __all__ = [
     "grammars", "generate", "Generator", "function", "GenerationResult", "GenerationError",
     "clear_caches", "cache_info", "set_cache_limits",
 ]
+__all__ += ["OptionError", "TokenError", "BitmaskError", "GrammarNotFound"]
