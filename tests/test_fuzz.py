@@ -20,7 +20,7 @@ from tests import fuzz_strategies as fs
 from tests.fuzz_worker import FuzzRunner, load_seeds, verdict
 
 SEEDS = load_seeds()
-EXAMPLES = 25
+EXAMPLES = 20
 
 
 @pytest.fixture(scope="module")
