@@ -41,7 +41,8 @@ from .automaton.dfa import ByteDFA
 from .compiler import CompiledGrammar, CompileStats, slicing_of
 from .compiler import compile as _compile
 from .decoding.autoregressive import DecodeStats, Row, decode_steps
-from .errors import SchemaError, StructgenError, Unsupported
+from .decoding.options import check_generate_options
+from .errors import OptionError, SchemaError, StructgenError, Unsupported
 from .frontends.json_schema.keywords import SCHEMA_MAPS  # names -> sub-schemas (the map is not a schema)
 from .frontends.pydantic import pydantic_to_schema
 from .grammar import Grammar
@@ -398,15 +399,21 @@ class Generator:
     :mod:`structgen.caching`, keyed by the
     constraint and the vocabulary fingerprint).  Keyword defaults given here
     (``max_new_tokens``, ``temperature``, ``chat``, ``system``, ``whitespace``, ...)
-    apply to every call unless a call overrides them.  ``model=None`` loads the demo
-    model (:func:`structgen.models.load_demo`).
+    apply to every call unless a call overrides them.  ``model=None`` (with
+    ``tokenizer=None``) loads the demo model and its tokenizer
+    (:func:`structgen.models.load_demo`); a tokenizer without a model raises
+    :class:`~structgen.errors.OptionError` (the demo's logits would not fit it).
     """
 
     def __init__(self, model=None, tokenizer=None, *, vocab=None, cache_dir: str | os.PathLike | None = None,
                  **defaults):
+        if model is None and tokenizer is not None:
+            raise OptionError("model=None with a tokenizer: model=None stands for the demo model "
+                              "(structgen.models.load_demo), which brings its own tokenizer; pass the model that "
+                              "goes with this tokenizer, or neither")
+        check_generate_options({k: v for k, v in defaults.items() if k in _GEN_OPTIONS})
         if model is None:
-            model, demo_tok = load_demo()
-            tokenizer = tokenizer or demo_tok
+            model, tokenizer = load_demo()
             defaults.setdefault("chat", True)
         if tokenizer is None:
             raise TypeError("Generator needs the model's tokenizer (tokenizer=...)")
@@ -514,6 +521,7 @@ class Generator:
             raise TypeError(f"unknown generate() options: {sorted(unknown)}")
         opts = {**_GEN_OPTIONS, **{k: v for k, v in self.defaults.items() if k in _GEN_OPTIONS},
                 **{k: v for k, v in kw.items() if k in _GEN_OPTIONS}}
+        check_generate_options(opts)  # before any compile or forward pass
         spec = {k: v for k, v in kw.items() if k in _CONSTRAINT_OPTIONS and v is not None}
         t0 = time.perf_counter()
         constraint = spec.pop("constraint", None) or self.constraint(**spec)
@@ -654,9 +662,13 @@ def generate(model, tokenizer, prompt, *, schema=None, regex=None, grammar=None,
     closed (no extra keys) unless ``schema_options={"strict": False}``.  ``property_order``:
     ``"declared"`` (the default: object members in the order the schema lists them) or ``"any"``
     (any order, each key at most once; see :mod:`structgen.frontends.json_schema.property_order`).  Sampling:
-    ``temperature=0`` is greedy; else ``top_k``/``top_p``/``seed``.  ``fast_forward``
+    ``temperature=0`` is greedy; else ``top_k``/``top_p``/``seed`` (values are checked first:
+    see :mod:`structgen.decoding.options`; ``OptionError`` otherwise).  ``fast_forward``
     feeds text the constraint forces in one pass instead of sampling it token by token;
     ``token_healing`` re-generates the prompt's last token so the output may merge with it.
+
+    ``model`` and ``tokenizer`` go together: ``None`` for both is the demo model (see
+    :class:`Generator`); one without the other raises.
 
     Returns a :class:`GenerationResult` (``.value``, ``.text``, ``.token_ids``,
     ``.forward_passes``, ``.timings``, ``.projection_tax``, ...).
@@ -714,6 +726,8 @@ def function(fn=None, *, model=None, tokenizer=None, generator: Generator | None
                                   max_new_tokens=max_new_tokens, chat=chat, system=system,
                                   describe_output=describe_output, whitespace=whitespace,
                                   property_order=property_order, **options)
+    check_generate_options({"max_new_tokens": max_new_tokens, "chat": chat, "system": system,
+                            **{k: v for k, v in options.items() if k in _GEN_OPTIONS}})  # at decoration, not call
     sig = inspect.signature(fn)
     try:
         hints = typing.get_type_hints(fn, include_extras=False)

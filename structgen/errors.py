@@ -99,3 +99,22 @@ class OptionError(StructgenError, ValueError, TypeError):
 
 class VocabularyError(StructgenError, ValueError):
     """A tokenizer that cannot be turned into a vocabulary (no EOS, unknown token format, ...)."""
+
+
+class TokenError(StructgenError, TypeError):
+    """A token id that is not an integer (a float, a bool, a string, ``None``, a float array)
+    given to a matcher.  Integers out of the vocabulary are not errors: they are rejected."""
+
+
+class BitmaskError(StructgenError, ValueError, TypeError):
+    """A bitmask or logits tensor of the wrong type, dtype, shape or device, or a row outside
+    it; the message names the expected shape and dtype (a ValueError and a TypeError, as
+    numpy and torch raise for the same misuse)."""
+
+
+class GrammarNotFound(StructgenError, KeyError):
+    """A shipped grammar name that does not exist; the message lists the available ones (a
+    KeyError, as a missing name in a mapping)."""
+
+    def __str__(self) -> str:  # KeyError would print the message with quotes around it
+        return str(self.args[0]) if self.args else ""

@@ -20,6 +20,7 @@ from ..errors import LimitExceeded
 from ..kernels.bitmask import set_bits
 from ..runtime import history as hist
 from ..runtime.batch import write_row
+from ..runtime.checks import check_bitmask_row, check_token
 from ..runtime.protocol import ByteStateView, Matcher, Snapshot
 from . import earley
 from . import mask as mk
@@ -133,7 +134,7 @@ class CFGMatcher(Matcher, ByteStateView):
         if self._terminated:
             return False
         e = self.engine
-        token = int(token)
+        token = check_token(token)
         if token in e._eos_set:
             if not self._acc:
                 return False
@@ -279,6 +280,7 @@ class CFGMatcher(Matcher, ByteStateView):
                             self._items.shape[0])
 
     def fill_bitmask(self, bitmask, row: int = 0) -> None:
+        row = check_bitmask_row(bitmask, row, self.engine.vocab.logits_width)
         write_row(bitmask, row, self.mask_words().view(np.int32))
 
     # ------------------------------------------------------------------ forced text

@@ -42,6 +42,7 @@ import torch
 from ..errors import StructgenError
 from ..kernels.bitmask import allocate_bitmask, apply_bitmask_, bitmask_words, set_bits
 from ..runtime.protocol import Matcher
+from .options import check_sampling
 
 __all__ = ["Row", "DecodeStats", "decode", "decode_steps", "sample", "advance_bytes"]
 
@@ -81,11 +82,14 @@ def sample(logits: torch.Tensor, temperature: float = 0.0, top_k: int = 0, top_p
            generator: torch.Generator | None = None) -> torch.Tensor:
     """Token ids ``[n]`` from (already masked) float logits ``[n, V]``.
 
-    ``temperature <= 0`` is greedy (argmax).  Otherwise logits are divided by the
+    ``temperature == 0`` is greedy (argmax).  Otherwise logits are divided by the
     temperature, cut to the ``top_k`` best (0 = no cut) and to the smallest set
-    whose probability reaches ``top_p``, and sampled.
+    whose probability reaches ``top_p``, and sampled.  Options out of their domain (a
+    negative or non-finite temperature, ``top_p`` outside (0, 1], ...) raise
+    :class:`~structgen.errors.OptionError`.
     """
-    if temperature is None or temperature <= 0:
+    _, temperature, top_k, top_p = check_sampling(1, temperature, top_k, top_p)
+    if temperature == 0:
         return logits.argmax(dim=-1)
     x = logits / float(temperature)
     if top_k and 0 < top_k < x.shape[-1]:
@@ -171,9 +175,10 @@ def decode_steps(model, rows: list[Row], vocab, *, max_new_tokens: int = 256, te
 
     ``vocab`` gives EOS ids and token bytes (and the mask width).  ``on_logits(i, ids, logits)``
     is called (for tests) with each row's fed sequence and its raw next-token logits.
+    Raises :class:`~structgen.errors.OptionError` (before any forward pass) for sampling options
+    out of their domain (see :mod:`structgen.decoding.options`).
     """
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be >= 1, not {max_new_tokens}")
+    max_new_tokens, temperature, top_k, top_p = check_sampling(max_new_tokens, temperature, top_k, top_p)
     m = _Model(model)
     stats = stats if stats is not None else DecodeStats()
     t_start = time.perf_counter()

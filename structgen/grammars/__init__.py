@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import GrammarNotFound
+
 _DIR = Path(__file__).resolve().parent
 
 
@@ -21,11 +23,16 @@ def names() -> list:
 
 
 def load(name: str) -> str:
-    """The Lark text of a shipped grammar."""
-    p = _DIR / f"{name}.lark"
-    if not p.is_file():
-        raise KeyError(f"no shipped grammar {name!r}; available: {', '.join(names())}")
-    return p.read_text(encoding="utf-8")
+    """The Lark text of a shipped grammar.
+
+    Raises:
+        GrammarNotFound: ``name`` is not one of :func:`names` (the message lists them); a
+            KeyError too.  Only those names are looked up: a path (``"../x"``) is no name.
+    """
+    available = names()
+    if not isinstance(name, str) or name not in available:
+        raise GrammarNotFound(f"no shipped grammar {name!r}; available: {', '.join(available)}")
+    return (_DIR / f"{name}.lark").read_text(encoding="utf-8")
 
 
 def path(name: str) -> Path:

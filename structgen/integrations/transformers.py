@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..errors import OptionError
 from ..kernels.bitmask import allocate_bitmask, apply_bitmask_
 
 try:  # transformers is a dependency, but keep the import error readable.
@@ -45,6 +46,13 @@ class StructgenLogitsProcessor(_Base):
     """
 
     def __init__(self, compiled, prompt_length: int | None = None):
+        many = compiled if isinstance(compiled, (list, tuple)) else [compiled]
+        if not many or not all(callable(getattr(c, "matcher", None)) and hasattr(c, "vocab") for c in many):
+            raise OptionError("StructgenLogitsProcessor takes a CompiledGrammar (structgen.compile(...)) or a "
+                              f"non-empty list of them, got {type(compiled).__name__}")
+        if prompt_length is not None and (isinstance(prompt_length, bool) or not isinstance(prompt_length, int)
+                                          or prompt_length < 0):
+            raise OptionError(f"prompt_length must be None or an integer >= 0, got {prompt_length!r}")
         self._compiled = compiled
         self._given_prompt_length = prompt_length
         self.reset()
@@ -81,6 +89,13 @@ class StructgenLogitsProcessor(_Base):
             toks.append(int(t))
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.dtype.is_floating_point \
+                or not isinstance(scores, torch.Tensor) or scores.dim() != 2 \
+                or scores.shape[0] != input_ids.shape[0]:
+            raise OptionError("StructgenLogitsProcessor is called with integer input_ids [batch, length] and "
+                              "scores [batch, V] of the same batch, got "
+                              f"{getattr(input_ids, 'shape', type(input_ids).__name__)} and "
+                              f"{getattr(scores, 'shape', type(scores).__name__)}")
         n_rows, length = input_ids.shape
         if self.prompt_length is None:
             self.prompt_length = length

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..errors import BitmaskError
+
 _SHIFTS_CACHE: dict = {}
 
 
@@ -44,16 +46,24 @@ def unpack_bitmask(bitmask: torch.Tensor, vocab_width: int) -> torch.Tensor:
 def apply_bitmask_(logits: torch.Tensor, bitmask: torch.Tensor, indices=None) -> torch.Tensor:
     """Set disallowed logits to -inf in place and return ``logits``.
 
-    ``logits`` is ``[batch, V]`` (or ``[V]`` with a one-row mask); ``bitmask`` is
-    ``[batch, ceil(V'/32)]`` int32 on the same device.  Tokens beyond the mask's
-    width are disallowed; mask bits beyond ``V`` are ignored.  ``indices``
-    optionally selects the logits rows (and mask rows) to touch.
+    ``logits`` is a floating tensor ``[batch, V]`` (or ``[V]`` with a one-row mask);
+    ``bitmask`` is an int32 tensor ``[batch, ceil(V'/32)]`` on the **same device** with
+    the **same batch** (a one-row mask is not broadcast over a larger batch).  ``V'`` may
+    be smaller than ``V``: tokens beyond the mask's width are disallowed (a tokenizer
+    shorter than the model's logits); mask words beyond ``ceil(V/32)`` are refused (a mask
+    of a larger vocabulary).  ``indices`` optionally selects the rows (of logits and mask
+    alike) to touch.
+
+    Raises:
+        BitmaskError: a wrong type, dtype, rank, batch, width or device, naming the expected
+            shape and dtype; nothing is modified.
     """
+    _check_apply(logits, bitmask, indices)
     squeeze = logits.dim() == 1
     if squeeze:
         logits = logits.unsqueeze(0)
-    if bitmask.device != logits.device:
-        bitmask = bitmask.to(logits.device, non_blocking=True)
+        if bitmask.dim() == 1:
+            bitmask = bitmask.unsqueeze(0)
     v = logits.shape[-1]
     rows = bitmask if indices is None else bitmask[indices]
     allowed = unpack_bitmask(rows, min(v, rows.shape[-1] * 32))
@@ -65,6 +75,34 @@ def apply_bitmask_(logits: torch.Tensor, bitmask: torch.Tensor, indices=None) ->
     if indices is not None:
         logits[indices] = target
     return logits.squeeze(0) if squeeze else logits
+
+
+def _check_apply(logits, bitmask, indices) -> None:
+    """The argument checks of :func:`apply_bitmask_` (messages name the expected shape and dtype)."""
+    if not isinstance(logits, torch.Tensor) or not (logits.dtype.is_floating_point and logits.dim() in (1, 2)):
+        got = f"{logits.dtype} of shape {tuple(logits.shape)}" if isinstance(logits, torch.Tensor) \
+            else type(logits).__name__
+        raise BitmaskError(f"apply_bitmask_: logits must be a floating torch tensor of shape (batch, V) or (V,), "
+                           f"got {got}")
+    batch = 1 if logits.dim() == 1 else logits.shape[0]
+    v = logits.shape[-1]
+    want = f"an int32 torch tensor of shape ({batch}, <= {bitmask_words(v)}) on {logits.device} " \
+           f"(ceil(V/32) words for V = {v}; one row per logits row)"
+    if not isinstance(bitmask, torch.Tensor):
+        raise BitmaskError(f"apply_bitmask_: the bitmask must be {want}, got {type(bitmask).__name__}")
+    shape = tuple(bitmask.shape)
+    ok_rank = bitmask.dim() == 2 or (bitmask.dim() == 1 and logits.dim() == 1)
+    rows = shape[0] if bitmask.dim() == 2 else 1
+    if bitmask.dtype != torch.int32 or not ok_rank or rows != batch or shape[-1] > bitmask_words(v) \
+            or shape[-1] == 0:
+        raise BitmaskError(f"apply_bitmask_: the bitmask must be {want}, got "
+                           f"{str(bitmask.dtype).replace('torch.', '')} of shape {shape}")
+    if bitmask.device != logits.device:
+        raise BitmaskError(f"apply_bitmask_: the bitmask is on {bitmask.device} and the logits on {logits.device}; "
+                           f"move it first (bitmask.to(logits.device)): expected {want}")
+    if indices is not None and isinstance(indices, torch.Tensor) and indices.device != logits.device \
+            and indices.device.type != "cpu":
+        raise BitmaskError(f"apply_bitmask_: indices are on {indices.device}, the logits on {logits.device}")
 
 
 def set_bits(words: np.ndarray, ids) -> np.ndarray:

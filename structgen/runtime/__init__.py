@@ -4,8 +4,9 @@ Holds the :class:`Matcher` protocol (:mod:`.protocol`; the contract every decode
 integration relies on, with :class:`Snapshot` and the small :class:`ByteStateView`
 protocol), the regular matcher :class:`TokenDFAMatcher` (:mod:`.matcher`), the history
 tree behind rollback/fork/snapshot (:mod:`.history`), :func:`fill_bitmasks` and the row
-writers (:mod:`.batch`), forced-text tokenization (:mod:`.tokenize`) and the JSON key
-guard (:mod:`.key_guard`, with :mod:`.json_tracker` and :mod:`.key_liveness`).
+writers (:mod:`.batch`), the argument checks of token ids and bitmasks (:mod:`.checks`),
+forced-text tokenization (:mod:`.tokenize`) and the JSON key guard (:mod:`.key_guard`,
+with :mod:`.json_tracker` and :mod:`.key_liveness`).
 
 May import: ``errors``, ``kernels``, ``vocab``, ``automaton``, ``index`` (and numpy,
 numba, torch).  Never ``cfg``, ``frontends``, ``decoding`` or anything above them: the

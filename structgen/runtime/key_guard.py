@@ -40,6 +40,7 @@ from numba import njit
 
 from . import history as hist
 from .batch import cpu_view, write_row
+from .checks import check_bitmask_row, check_token
 from .json_tracker import DEPTH, DUPLICATE, ESC, HDR, HIGH, KEY_STR, KLEN, MODE, NKEYS, OBJ, OK, OVERFLOW, STRUCT, \
     Tracker, feed
 from .key_liveness import LiveKeys
@@ -295,7 +296,7 @@ class KeyGuardMatcher(Matcher):
 
     # ------------------------------------------------------------------ steps
     def advance(self, token: int) -> bool:
-        token = int(token)
+        token = check_token(token)
         v = self._vocab
         node = self._node
         if not (0 <= token < v.logits_width) or not v.is_normal[token]:
@@ -352,6 +353,7 @@ class KeyGuardMatcher(Matcher):
         return words
 
     def fill_bitmask(self, bitmask, row: int = 0) -> None:
+        row = check_bitmask_row(bitmask, row, self._vocab.logits_width)
         words, fresh, live = self._source()
         if live:
             dst = self._row_view(bitmask, row)

@@ -15,6 +15,7 @@ import numpy as np
 from ..kernels.bitmask import set_bits
 from . import history as hist
 from .batch import cpu_view, fill_bitmasks, write_row
+from .checks import check_bitmask_row, check_token, check_tokens
 from .protocol import ByteStateView, Matcher, Snapshot
 from .tokenize import tokenize_exact
 
@@ -56,7 +57,7 @@ class TokenDFAMatcher(Matcher, ByteStateView):
         if s == _TERMINATED:
             return False
         t = self._tdfa
-        token = int(token)
+        token = check_token(token)
         if t.is_eos(token):
             if not t.is_accepting(s):
                 return False
@@ -104,6 +105,7 @@ class TokenDFAMatcher(Matcher, ByteStateView):
 
     # ------------------------------------------------------------------ masks
     def fill_bitmask(self, bitmask, row: int = 0) -> None:
+        row = check_bitmask_row(bitmask, row, self._tdfa.vocab.logits_width)
         s = self._node.state
         write_row(bitmask, row, self._eos_only_row() if s == _TERMINATED else self._tdfa.mask_row(s))
 
@@ -120,10 +122,10 @@ class TokenDFAMatcher(Matcher, ByteStateView):
         return set_bits(np.zeros(t.words, dtype=np.uint32), np.asarray(t.vocab.eos_ids, np.int64)).view(np.int32)
 
     def validate(self, tokens) -> int:
+        toks = check_tokens(tokens)
         s = self._node.state
         if s == _TERMINATED:
             return 0
-        toks = np.asarray(tokens, dtype=np.int64).reshape(-1)
         n, s = self._tdfa.walk_tokens(s, toks)
         if n < toks.size and self._tdfa.is_eos(int(toks[n])) and self._tdfa.is_accepting(s):
             n += 1

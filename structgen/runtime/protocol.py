@@ -30,7 +30,19 @@ for each matcher kind the compiler returns):
 states of one byte automaton (the regular matcher and the grammar engine's); the key
 guard's liveness check uses it instead of reading private state.
 
-This module imports nothing of structgen but the forced-text tokenizer (:mod:`.tokenize`).
+*Arguments.*  Token ids are integers (Python ints, numpy or torch integer scalars and
+arrays): a float (even ``2.0``), a bool, a string or ``None`` raises
+:class:`~structgen.errors.TokenError` from ``advance``, ``advance_many`` and ``validate``
+alike -- never truncated into an id.  An integer outside the vocabulary (negative, ``>= V``,
+an id without bytes) is not an error: it is rejected like any disallowed token (``advance``
+returns False, ``validate`` stops there).  ``fill_bitmask`` checks its bitmask and row first
+(:func:`~structgen.runtime.checks.check_bitmask_row`): anything but an int32 2-D array or
+tensor of ``ceil(V/32)`` words per row, or a row that is not an integer in ``[0, rows)`` --
+``None`` included, which numpy would read as "every row" -- raises
+:class:`~structgen.errors.BitmaskError` naming the expected dtype and shape.
+
+This module imports nothing of structgen but the forced-text tokenizer (:mod:`.tokenize`)
+and the argument checks (:mod:`.checks`).
 """
 from __future__ import annotations
 
@@ -39,6 +51,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .checks import check_tokens
 from .tokenize import allowed_token_crosses, tokenize_exact
 
 __all__ = ["Matcher", "Snapshot", "ByteStateView"]
@@ -93,27 +106,33 @@ class Matcher(ABC):
         """Accept one token.
 
         Args:
-            token: a token id; EOS ids, ids without bytes and ids ``>= V`` included.
+            token: an integer token id; EOS ids, ids without bytes, negative ids and ids
+                ``>= V`` included (the last three are simply rejected).
         Returns:
             True when the constraint allows ``token`` here (the state moved on, one step
             more to roll back); False otherwise, with the state unchanged.  EOS returns True
             exactly when :meth:`is_accepting` and terminates the matcher.  After
             termination every token is rejected.
         Raises:
-            Nothing for any integer token.
+            TokenError: ``token`` is not an integer (a float, bool, string, None...).
+            Nothing for any integer.
         """
 
     def advance_many(self, tokens: Sequence[int]) -> int:
         """Advance through ``tokens`` until one is rejected.
 
         Args:
-            tokens: token ids (any sequence or 1-D array of integers).
+            tokens: token ids (any sequence, iterable, 1-D numpy array or torch tensor of
+                integers).
         Returns:
             How many leading tokens were accepted (each is one step; the rejected one and
             those after it change nothing).
+        Raises:
+            TokenError: some id is not an integer, or ``tokens`` is not 1-D (checked before
+                any step, so nothing has moved).
         """
         n = 0
-        for t in tokens:
+        for t in check_tokens(tokens).tolist():
             if not self.advance(int(t)):
                 break
             n += 1
@@ -190,11 +209,13 @@ class Matcher(ABC):
         Args:
             bitmask: int32 ``[B, ceil(V/32)]``, a numpy array or a torch tensor (any
                 device); bit ``t % 32`` of word ``t // 32`` = token ``t`` allowed.
-            row: the row to overwrite (the other rows are untouched).
+            row: the row to overwrite, an integer ``0 <= row < B`` (the other rows are
+                untouched).
         Raises:
-            IndexError / ValueError / RuntimeError (from numpy or torch): ``row`` out of
-            range or a row of the wrong width.  :func:`~structgen.fill_bitmasks` checks the
-            shape and dtype first and names the expected ones.
+            BitmaskError: the bitmask is not int32, not 2-D or not ``ceil(V/32)`` words
+                wide, or ``row`` is not an integer in range (``None`` included); nothing is
+                written.  Implementations start with
+                :func:`~structgen.runtime.checks.check_bitmask_row`.
         """
 
     def mask_words(self) -> np.ndarray:
@@ -218,12 +239,14 @@ class Matcher(ABC):
         """How many leading tokens of a draft would be accepted one after another.
 
         Args:
-            tokens: token ids (EOS may end the draft).
+            tokens: token ids, as for :meth:`advance_many` (EOS may end the draft).
         Returns:
             The length of the longest accepted prefix.  The matcher's point is unchanged
             (``snapshot()`` before and after compare equal).
+        Raises:
+            TokenError: as :meth:`advance_many`.
         """
-        n = self.advance_many(np.asarray(tokens, dtype=np.int64).reshape(-1))
+        n = self.advance_many(check_tokens(tokens))
         self.rollback(n)
         return n
 
