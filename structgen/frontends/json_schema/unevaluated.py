@@ -108,7 +108,6 @@ class _Rewriter:
         self.lenient = lenient
         self.done: dict = {}      # id(original) -> (original, rewritten)
         self.busy: set = set()
-        self.ptr_of: dict = {}    # id(original) -> its JSON pointer (where first met)
 
     def run(self):
         return self.rewrite(self.root, "")
@@ -124,7 +123,6 @@ class _Rewriter:
         if id(node) in self.busy:
             raise Unsupported("unevaluated keyword whose evaluated set depends on itself", f"#{ptr}")
         self.busy.add(id(node))
-        self.ptr_of.setdefault(id(node), ptr)
         out = {}
         for k, v in node.items():
             p = f"{ptr}/{escape_pointer(k)}"
