@@ -17,6 +17,7 @@ from .automaton.limits import check_count, check_known, check_seconds
 from .errors import LimitExceeded, OptionError, StructgenError
 from .frontends.gbnf import gbnf_to_cfg
 from .frontends.json_schema.property_order import check_order
+from .frontends.json_schema.registry import bundle_remote
 from .frontends.json_schema.select import compile_with
 from .frontends.json_schema.slicing import json_slicing
 from .frontends.lark import lark_to_cfg
@@ -92,7 +93,7 @@ class Grammar:
     # -- JSON Schema / Pydantic ---------------------------------------------------
     @classmethod
     def from_json_schema(cls, schema: Any, *, engine: str = "auto", property_order: str = "declared",
-                         **options) -> "Grammar":
+                         registry: Any = None, **options) -> "Grammar":
         """JSON documents valid under ``schema`` (a dict, bool or JSON text).
 
         ``engine``: ``"dfa"`` compiles the whole schema to one regular language
@@ -104,6 +105,9 @@ class Grammar:
         them) or ``"any"`` (any order, each key at most once: see
         :mod:`structgen.frontends.json_schema.property_order`; matchers then reject duplicate keys at run time,
         and, with ``report.live_keys``, tokens after which only used keys could follow).
+        ``registry``: where remote ``$ref`` URIs are looked up -- a ``referencing.Registry`` (what
+        ``jsonschema`` uses) or a mapping of URI to schema; never a network fetch (see
+        :mod:`structgen.frontends.json_schema.registry`).
         Other options are the compilers', e.g. ``whitespace="compact"|"flexible"``, ``lenient=False``.
         """
         if engine not in ("auto", "dfa", "cfg"):
@@ -112,6 +116,8 @@ class Grammar:
             options["property_order"] = "any"
         if isinstance(schema, (str, bytes)):
             schema = json.loads(schema)
+        if registry is not None:
+            schema = bundle_remote(schema, registry, options.get("draft"))
         engine, result = compile_with(engine, schema, **options)
         key = ("json_schema", engine, json.dumps(schema, sort_keys=True, default=str),
                tuple(sorted((k, repr(v)) for k, v in options.items())))

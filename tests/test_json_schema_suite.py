@@ -23,7 +23,8 @@ QUICK = [
     "draft2020-12/oneOf.json", "draft2020-12/pattern.json", "draft2020-12/properties.json",
     "draft2020-12/required.json", "draft2020-12/type.json", "draft2020-12/ref.json",
     "draft7/items.json", "draft7/dependencies.json", "draft2020-12/optional/format/date.json",
-    "draft2020-12/optional/format/ipv6.json",
+    "draft2020-12/optional/format/ipv6.json", "draft2020-12/unevaluatedItems.json",
+    "draft2020-12/refRemote.json",
 ]
 
 

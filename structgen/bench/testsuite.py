@@ -56,12 +56,38 @@ def _accepts_tokens(compiled, vocab, text: str) -> bool:
     return m.is_accepting()
 
 
+def remotes_registry(suite) -> dict:
+    """The suite's ``remotes/`` folder as a registry: ``{"http://localhost:1234/REL": schema}``
+    (the URIs the suite serves them under)."""
+    root = Path(suite) / "remotes"
+    return {f"http://localhost:1234/{p.relative_to(root).as_posix()}": json.loads(p.read_text())
+            for p in sorted(root.rglob("*.json"))}
+
+
+_REGISTRIES = caching.LRU(4, name="bench.suite_remotes")  # suite folder -> remotes registry
+
+
+def _registry_for(path: Path) -> dict:
+    """The remotes registry of the suite holding keyword file ``path`` (empty when none)."""
+    for up in Path(path).resolve().parents:
+        if (up / "remotes").is_dir():
+            reg = _REGISTRIES.get(str(up))
+            if reg is None:
+                reg = remotes_registry(up)
+                _REGISTRIES.put(str(up), reg)
+            return reg
+    return {}
+
+
 def run_file(path: Path, draft: str, *, vocab=None, modes=("compact", "flexible"), time_limit: float = 10.0,
-             engine: str = "auto") -> dict:
-    """Results for one keyword file (see the module docstring); ``vocab`` defaults to llama3."""
+             engine: str = "auto", registry=None) -> dict:
+    """Results for one keyword file (see the module docstring); ``vocab`` defaults to llama3;
+    ``registry`` (default: the ``remotes/`` of the suite the file is in) resolves remote refs."""
     import structgen as sg
 
     vocab = load_vocab() if vocab is None else vocab
+    if registry is None:
+        registry = _registry_for(path)
     cases = json.loads(path.read_text())
     res = {"cases": len(cases), "compiled": 0, "tests": 0, "passed": 0, "valid_rejected": 0,
            "invalid_accepted": 0, "errors": {}}
@@ -71,7 +97,8 @@ def run_file(path: Path, draft: str, *, vocab=None, modes=("compact", "flexible"
         try:
             for mode in modes:
                 g = sg.Grammar.from_json_schema(case["schema"], engine=engine, whitespace=mode,
-                                                draft=DRAFT_OPTION[draft], time_limit=time_limit)
+                                                draft=DRAFT_OPTION[draft], time_limit=time_limit,
+                                                registry=registry)
                 if g.is_regular and _empty(g.node):
                     # an empty language has no token automaton: nothing is accepted
                     checkers.append((mode, lambda text: False))

@@ -37,6 +37,21 @@ _FREE_KEYS = frozenset({"type", "additionalProperties", "title", "description", 
                         "$comment"})
 
 
+_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def join_uri(base: str, ref: str) -> str:
+    """``ref`` resolved against ``base`` (RFC 3986), also for bases ``urljoin`` leaves alone
+    (``urn:`` and other non-hierarchical schemes: a fragment-only ``ref`` still attaches)."""
+    if not base:
+        return ref
+    if ref.startswith("#"):
+        return urldefrag(base)[0] + ref
+    if _SCHEME_RE.match(ref):
+        return ref
+    return urljoin(base, ref)
+
+
 def escape_pointer(k) -> str:
     """``k`` as one JSON pointer token (``~`` -> ``~0``, ``/`` -> ``~1``)."""
     return str(k).replace("~", "~0").replace("/", "~1")
@@ -214,7 +229,7 @@ class SchemaDocument:
     def _index(self, node: dict, base: str) -> str:
         nid = node.get("$id")
         if isinstance(nid, str) and not (self.draft == "draft7" and "$ref" in node):  # draft-07: $ref wins
-            full = urljoin(base, nid)
+            full = join_uri(base, nid)
             uri, frag = urldefrag(full)
             if frag and not uri:
                 uri = base
@@ -236,7 +251,7 @@ class SchemaDocument:
 
     def resolve(self, ref: str, base: str, ptr: str):
         """``(target, its base URI)`` of ``$ref`` value ``ref`` met at ``ptr`` under ``base``."""
-        full = urljoin(base, ref) if base else ref
+        full = join_uri(base, ref)
         uri, frag = urldefrag(full)
         if frag and not frag.startswith("/"):
             target = self.by_uri.get(f"{uri}#{frag}")
@@ -246,8 +261,8 @@ class SchemaDocument:
         doc = self.by_uri.get(uri)
         if doc is None:
             if uri and not uri.startswith(("#",)) and (":" in uri or "/" in uri or "." in uri):
-                raise Unsupported(f"remote $ref {ref!r} (only references inside the schema are resolved)",
-                                  f"#{ptr}/$ref")
+                raise Unsupported(f"remote $ref {ref!r}: {uri!r} is not in the schema (pass registry= to "
+                                  f"Grammar.from_json_schema; nothing is fetched)", f"#{ptr}/$ref")
             raise SchemaError(f"unresolvable $ref {ref!r}", ptr)
         node = doc
         if frag:

@@ -49,6 +49,8 @@ from .cfg import compile_json_schema_cfg
 from .options import grammar_options, regular_options
 from .reader import SchemaDocument, for_declared_draft, read_schema
 from .regular import compile_json_schema
+from .dynamic_refs import resolve_dynamic_refs
+from .unevaluated import rewrite_unevaluated
 
 DFA_MAX_STATES = 20_000
 DFA_WORK_BUDGET = 4_000_000         # cells (see the module docstring): about 0.1 s
@@ -69,7 +71,9 @@ def compile_with(engine: str, schema, *, dfa_max_states: int = DFA_MAX_STATES,
     grammar_options(options)
     if engine not in ("auto", "dfa", "cfg"):
         raise ValueError("engine must be 'auto', 'dfa' or 'cfg'")
-    doc = read_schema(for_declared_draft(schema), options.get("draft"))
+    schema = resolve_dynamic_refs(for_declared_draft(schema), options.get("draft"))
+    schema = rewrite_unevaluated(schema, options.get("draft"), options.get("lenient", False))
+    doc = read_schema(schema, options.get("draft"))
     if engine == "dfa":
         return "dfa", compile_json_schema(doc, **options)
     if engine == "cfg":
