@@ -79,3 +79,8 @@ class LimitExceeded(StructgenError):
 
 class VocabularyError(StructgenError, ValueError):
     """A tokenizer that cannot be turned into a vocabulary (no EOS, unknown token format, ...)."""
+
+
+class OptionError(StructgenError, ValueError):
+    """An option or argument out of its domain (a NaN limit, a negative count, an unknown
+    keyword); the message names the option and what it accepts."""
