@@ -41,6 +41,7 @@ from .automaton.dfa import ByteDFA
 from .compiler import CompiledGrammar, CompileStats, slicing_of
 from .compiler import compile as _compile
 from .decoding.autoregressive import DecodeStats, Row, decode_steps
+from .decoding.speculative import Speculative, speculative_decode_steps
 from .errors import SchemaError, StructgenError, Unsupported
 from .frontends.json_schema.keywords import SCHEMA_MAPS  # names -> sub-schemas (the map is not a schema)
 from .frontends.pydantic import pydantic_to_schema
@@ -255,6 +256,9 @@ class GenerationResult:
     log_kept_mass: list[float]    # log Z_t per sampled step (mass the mask kept, temperature 1)
     timings: dict                 # seconds: compile, decode (whole batch), forward, mask, sample, first_token
     constraint: str
+    draft_forward_passes: int = 0     # speculative decoding: draft-model passes of this row
+    draft_proposed: dict = dataclasses.field(default_factory=dict)   # speculative: drafts per source
+    draft_accepted: dict = dataclasses.field(default_factory=dict)   # speculative: accepted per source
     _parse: Callable[[str], Any] = dataclasses.field(default=_identity, repr=False)
     _value: Any = dataclasses.field(default=None, repr=False)
     _parsed: bool = dataclasses.field(default=False, repr=False)
@@ -303,6 +307,8 @@ class GenerationResult:
              "prompt_tokens": self.prompt_tokens, "generated_tokens": self.generated_tokens,
              "sampled_tokens": self.sampled_tokens, "forced_tokens": self.forced_tokens,
              "forward_passes": self.forward_passes, "projection_tax": round(self.projection_tax, 4),
+             **({"draft_proposed": self.draft_proposed, "draft_accepted": self.draft_accepted,
+                 "draft_forward_passes": self.draft_forward_passes} if self.draft_proposed else {}),
              "timings": {k: (round(v, 4) if isinstance(v, float) else v) for k, v in self.timings.items()},
              "constraint": self.constraint}
         try:
@@ -551,7 +557,7 @@ def _spec_key(spec: dict):
 
 
 _GEN_OPTIONS = {"max_new_tokens": 256, "temperature": 0.0, "top_p": 1.0, "top_k": 0, "seed": None,
-                "chat": None, "system": None, "fast_forward": True, "token_healing": False}
+                "chat": None, "system": None, "fast_forward": True, "token_healing": False, "speculative": None}
 _CONSTRAINT_OPTIONS = {"schema", "regex", "grammar", "choices", "whitespace", "schema_options", "property_order",
                        "constraint"}
 
@@ -575,10 +581,14 @@ class _Run:
             else:
                 g.seed()
         pad = getattr(self.gen.tokenizer, "pad_token_id", None)
-        return decode_steps(self.gen.model, self.rows, self.gen.vocab, max_new_tokens=int(o["max_new_tokens"]),
-                            temperature=float(o["temperature"] or 0.0), top_k=int(o["top_k"] or 0),
-                            top_p=float(o["top_p"] if o["top_p"] is not None else 1.0), generator=g,
-                            fast_forward=bool(o["fast_forward"]), pad_id=pad, stats=self.stats)
+        kw = dict(max_new_tokens=int(o["max_new_tokens"]), temperature=float(o["temperature"] or 0.0),
+                  top_k=int(o["top_k"] or 0), top_p=float(o["top_p"] if o["top_p"] is not None else 1.0),
+                  generator=g, fast_forward=bool(o["fast_forward"]), pad_id=pad, stats=self.stats)
+        spec = o.get("speculative")
+        if spec is not None:
+            spec = Speculative() if spec is True else spec
+            return speculative_decode_steps(self.gen.model, self.rows, self.gen.vocab, spec, **kw)
+        return decode_steps(self.gen.model, self.rows, self.gen.vocab, **kw)
 
     def output_bytes(self, row: Row) -> bytes:
         data = self.gen.vocab.decode(row.output_ids)
@@ -588,7 +598,7 @@ class _Run:
         s = self.stats
         timings = {"compile": self.compile_s, "decode": s.total_seconds, "forward": s.forward_seconds,
                    "mask": s.mask_seconds, "sample": s.sample_seconds, "first_token": s.first_token_seconds,
-                   "batch_forward_passes": s.forward_passes}
+                   "batch_forward_passes": s.forward_passes, "batch_draft_forward_passes": s.draft_forward_passes}
         out = []
         for row, text in zip(self.rows, self.texts):
             m = row.matcher
@@ -601,6 +611,8 @@ class _Run:
                 prompt=text, prompt_tokens=len(row.prompt_ids) + (1 if row.heal else 0),
                 finish_reason=row.finish_reason or "length", complete=complete, sampled_tokens=row.sampled,
                 forced_tokens=row.forced, forward_passes=row.forward_passes,
+                draft_forward_passes=row.draft_forward_passes, draft_proposed=dict(row.draft_proposed),
+                draft_accepted=dict(row.draft_accepted),
                 log_kept_mass=list(row.log_kept_mass), timings=dict(timings),
                 constraint=self.constraint.description, _parse=self.constraint.parse))
         return out
@@ -640,7 +652,8 @@ def generate(model, tokenizer, prompt, *, schema=None, regex=None, grammar=None,
              max_new_tokens: int = 256, temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0,
              seed: int | None = None, whitespace: str | None = None, chat: bool | None = None,
              system: str | None = None, fast_forward: bool = True, token_healing: bool = False,
-             schema_options: dict | None = None, property_order: str | None = None):
+             schema_options: dict | None = None, property_order: str | None = None,
+             speculative: Speculative | bool | None = None):
     """Generate under a constraint with any transformers causal LM (CPU or GPU).
 
     ``prompt``: a string, a list of chat messages, or a list of those (a batch, decoded
@@ -657,6 +670,10 @@ def generate(model, tokenizer, prompt, *, schema=None, regex=None, grammar=None,
     ``temperature=0`` is greedy; else ``top_k``/``top_p``/``seed``.  ``fast_forward``
     feeds text the constraint forces in one pass instead of sampling it token by token;
     ``token_healing`` re-generates the prompt's last token so the output may merge with it.
+    ``speculative=sg.Speculative(...)`` (or ``True`` for the defaults) decodes speculatively
+    from grammar, prompt-lookup and draft-model drafts with exactly the same output
+    distribution (:mod:`structgen.decoding.speculative`); results then report
+    ``draft_proposed`` / ``draft_accepted`` per source.
 
     Returns a :class:`GenerationResult` (``.value``, ``.text``, ``.token_ids``,
     ``.forward_passes``, ``.timings``, ``.projection_tax``, ...).
@@ -669,7 +686,8 @@ def generate(model, tokenizer, prompt, *, schema=None, regex=None, grammar=None,
     return gen.generate(prompt, schema=schema, regex=regex, grammar=grammar, choices=choices,
                         max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
                         seed=seed, whitespace=whitespace, chat=chat, system=system, fast_forward=fast_forward,
-                        token_healing=token_healing, schema_options=schema_options, property_order=property_order)
+                        token_healing=token_healing, schema_options=schema_options, property_order=property_order,
+                        speculative=speculative)
 
 
 # ----------------------------------------------------------------------------- @function

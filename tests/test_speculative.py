@@ -3,6 +3,7 @@ with a control that must fail), greedy equality with the autoregressive loop, va
 output, and the bookkeeping (draft counts, forward passes, KV holes)."""
 import json
 import re
+from typing import Literal
 
 import jsonschema
 import lark
@@ -292,3 +293,35 @@ def test_greedy_equals_autoregressive_llama3(llama3_setup):
                                                           vocab.decode(s.output_ids))
                     assert a.finish_reason == s.finish_reason
     assert pairs >= 50
+
+
+def test_generate_api_and_function(llama3_setup):
+    """sg.generate / Generator / @sg.function take speculative=; results report the drafts; a
+    truncated copy of the target drafts too; greedy output equals plain generate's."""
+    from structgen.models import truncated_copy
+    tok, vocab, target, _ = llama3_setup
+    gen = sg.Generator(target, tok, vocab=vocab)
+    prompt = "Colors: red, green, blue, red. Again: red, green, blue, red."
+    schema = {"type": "array", "items": {"enum": ["red", "green", "blue"]}, "maxItems": 6}
+    plain = gen(prompt, schema=schema, max_new_tokens=40)
+    draft = truncated_copy(target.inner, 1)
+    assert len(draft.model.layers) == 1 and draft.model.embed_tokens.weight.data_ptr() == target.inner.model.embed_tokens.weight.data_ptr()
+    for spec in (True, Speculative(), Speculative(draft_model=draft, num_draft_tokens=3)):
+        res = gen(prompt, schema=schema, max_new_tokens=40, speculative=spec)
+        assert res.token_ids == plain.token_ids and res.text == plain.text
+        assert set(res.draft_proposed) == {"draft_model", "prompt_lookup", "grammar"}
+        assert res.forward_passes <= plain.forward_passes
+        assert "draft_accepted" in res.to_dict()
+    batch = gen([prompt, "x"], schema=schema, max_new_tokens=20, temperature=0.8, seed=3,
+                speculative=Speculative(draft_model=draft))
+    for r in batch:
+        jsonschema.validate(json.loads(r.text), schema) if r.complete else None
+    def pick(text: str) -> Literal["red", "green", "blue"]:
+        """Pick a colour from: {text}"""
+
+    f = sg.function(pick, generator=gen, speculative=Speculative(), chat=False, max_new_tokens=8)
+    assert f("red green") in {"red", "green", "blue"}
+    with pytest.raises(OptionError):
+        gen(prompt, schema=schema, speculative=Speculative(), token_healing=True)
+    with pytest.raises(OptionError):
+        gen(prompt, schema=schema, speculative="yes")
