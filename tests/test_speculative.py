@@ -153,18 +153,18 @@ def chi_square_p(counts, dist):
     return chisquare(obs, exp).pvalue
 
 
-CASES = [("regex", True, 0), ("regex", False, 0), ("json", True, 0), ("lark", False, 2)]
+CASES = [("regex", True, 0, False), ("regex", False, 0, True), ("json", True, 0, False), ("lark", False, 2, True)]
 
 
-@pytest.mark.parametrize("kind,ff,top_k", CASES)
-def test_lossless_against_enumeration(tiny, models, kind, ff, top_k):
+@pytest.mark.parametrize("kind,ff,top_k,adaptive", CASES)
+def test_lossless_against_enumeration(tiny, models, kind, ff, top_k, adaptive):
     """≥ 5,000 speculative samples (draft model + prompt lookup + grammar drafts) follow the exact
     masked-sampling distribution; accepting every valid draft without the correction does not."""
     target, draft = models
     cg = sg.compile(CONSTRAINTS[kind][0](), tiny)
     dist = exact_distribution(target, tiny, cg, PROMPT, 1.0, 8, ff, top_k)
     assert abs(sum(dist.values()) - 1.0) < 1e-4
-    spec = Speculative(draft_model=draft, num_draft_tokens=3)
+    spec = Speculative(draft_model=draft, num_draft_tokens=3, adaptive=adaptive)
     counts = speculative_samples(target, tiny, cg, spec, 5000, 1.0, 8, ff, seed=1, top_k=top_k)
     assert set(counts) <= {k for k, v in dist.items() if v > 0}, "a sample outside the support"
     p = chi_square_p(counts, dist)

@@ -119,6 +119,10 @@ def _width(logits: torch.Tensor, width: int) -> torch.Tensor:
     return torch.cat([logits, pad], dim=-1)
 
 
+_MODEL_FLOOR = 0.15
+_PROBE_EVERY = 8
+
+
 class _Decoder:
     """State of one speculative decode over a batch (see the module docstring)."""
 
@@ -141,6 +145,10 @@ class _Decoder:
         self.target = Lane(model, n, pad)
         self.draft = Lane(spec.draft_model, n, pad) if spec.draft_model is not None else None
         self.k = [spec.num_draft_tokens] * n
+        # adaptive: a running acceptance rate of the draft model per row; below _MODEL_FLOOR the
+        # model drafts only every _PROBE_EVERY steps (a policy fixed before each pass: lossless)
+        self.model_rate = [0.5] * n
+        self.step_no = 0
 
     # ---------------------------------------------------------------- helpers
     def context(self, r: Row) -> list[int]:
@@ -197,7 +205,9 @@ class _Decoder:
         lane = self.draft
         while True:
             active = [i for i, p in plans.items()
-                      if not p.closed and p.drafts < min(self.k[i], self.room(self.rows[i]) - 1)]
+                      if not p.closed and p.drafts < min(self.k[i], self.room(self.rows[i]) - 1)
+                      and (not self.spec.adaptive or self.model_rate[i] >= _MODEL_FLOOR
+                           or self.step_no % _PROBE_EVERY == 0)]
             if not active:
                 return
             chunks = {}
@@ -228,6 +238,7 @@ class _Decoder:
 
     # ---------------------------------------------------------------- one step
     def step(self):
+        self.step_no += 1
         t0 = time.perf_counter()
         plans = {}
         for i, r in enumerate(self.rows):
@@ -346,6 +357,10 @@ class _Decoder:
                 r.forced += len(forced)
                 r.output_ids.extend(forced)
                 gained += [new] + forced
+        model_prop = sum(1 for x in plan.slots if x.source == "draft_model")
+        if model_prop:
+            model_acc = sum(1 for x in plan.slots[:accepted] if x.source == "draft_model")
+            self.model_rate[i] = 0.7 * self.model_rate[i] + 0.3 * model_acc / model_prop
         if self.spec.adaptive and drafts:
             if accepted == drafts:
                 self.k[i] = min(self.k[i] + 2, self.spec.max_draft_tokens)
