@@ -18,6 +18,7 @@ from .kernels.bitmask import allocate_bitmask, apply_bitmask_, bitmask_to_ids, u
 from .index.token_dfa import TokenDFA, DeviceTokenDFA
 from . import grammars
 from .caching import cache_info, clear_caches, set_cache_limits
+from .decoding.speculative import Speculative
 from .api import GenerationError, GenerationResult, Generator, function, generate
 
 __version__ = "0.1.0"
@@ -26,7 +27,7 @@ __all__ = [
     "Vocabulary", "Grammar", "compile", "CompiledGrammar", "Matcher", "Snapshot", "ByteStateView", "TokenDFAMatcher", "TokenDFA",
     "DeviceTokenDFA", "allocate_bitmask", "apply_bitmask_", "bitmask_to_ids", "unpack_bitmask",
     "fill_bitmasks", "StructgenError", "RegexError", "SchemaError", "GrammarError", "Unsupported",
-    "LimitExceeded", "VocabularyError",
+    "LimitExceeded", "VocabularyError", "Speculative",
     "grammars", "generate", "Generator", "function", "GenerationResult", "GenerationError",
     "clear_caches", "cache_info", "set_cache_limits",
 ]

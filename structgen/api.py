@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
-import enum
 import inspect
 import json
 import math
@@ -42,9 +41,9 @@ from .compiler import CompiledGrammar, CompileStats, slicing_of
 from .compiler import compile as _compile
 from .decoding.autoregressive import DecodeStats, Row, decode_steps
 from .decoding.options import check_generate_options
-from .errors import OptionError, SchemaError, StructgenError, Unsupported
-from .frontends.json_schema.keywords import SCHEMA_MAPS  # names -> sub-schemas (the map is not a schema)
-from .frontends.pydantic import pydantic_to_schema
+from .decoding.speculative import Speculative, speculative_decode_steps
+from .constraints import Constraint, constraint_from_annotation, identity, resolve_constraint, string_choices
+from .errors import OptionError, StructgenError, Unsupported
 from .grammar import Grammar
 from .index.token_dfa import TokenDFA
 from .models import load_demo, model_logits_width
@@ -63,181 +62,6 @@ class GenerationError(StructgenError):
         super().__init__(message)
 
 
-# ----------------------------------------------------------------------------- constraints
-@dataclasses.dataclass
-class Constraint:
-    """A resolved constraint: the grammar (None = unconstrained), how to turn the output
-    text into a value, and a short description."""
-
-    grammar: Grammar | None
-    parse: Callable[[str], Any]
-    description: str
-
-    @property
-    def key(self):
-        return None if self.grammar is None else self.grammar.key
-
-
-def _identity(text: str) -> str:
-    return text
-
-
-def _is_pydantic_model(obj) -> bool:
-    try:
-        from pydantic import BaseModel
-    except ImportError:  # pragma: no cover
-        return False
-    return isinstance(obj, type) and issubclass(obj, BaseModel)
-
-
-
-
-def _closed(node):
-    """The schema with ``additionalProperties: false`` on every object that lists properties
-    and says nothing about extra ones.  Pydantic models ignore unknown keys by default, so
-    generating them only wastes tokens (and lets a model wander off into free-form JSON);
-    a model with ``extra="allow"`` says ``additionalProperties: true`` and is left alone."""
-    if isinstance(node, dict):
-        out = {k: ({n: _closed(sub) for n, sub in v.items()} if k in SCHEMA_MAPS and isinstance(v, dict)
-                   else _closed(v)) for k, v in node.items()}
-        if "properties" in out and "additionalProperties" not in out and "patternProperties" not in out \
-                and "unevaluatedProperties" not in out:
-            out["additionalProperties"] = False
-        return out
-    if isinstance(node, list):
-        return [_closed(x) for x in node]
-    return node
-
-
-def _pydantic_grammar(tp, options: dict) -> Grammar:
-    """Grammar of a Pydantic model or TypeAdapter type; objects closed unless ``strict=False``."""
-    options = dict(options)
-    if not options.pop("strict", True):
-        return Grammar.from_pydantic(tp, **options)
-    g = Grammar.from_json_schema(_closed(pydantic_to_schema(tp)), **options)
-    g.source = f"Pydantic {_type_name(tp)}"
-    return g
-
-
-def _schema_constraint(schema, options: dict) -> Constraint:
-    if isinstance(schema, Grammar):
-        return Constraint(schema, json.loads, schema.source)
-    if _is_pydantic_model(schema):
-        return Constraint(_pydantic_grammar(schema, options), schema.model_validate_json,
-                          f"Pydantic {schema.__name__}")
-    if isinstance(schema, (dict, bool, str, bytes)):
-        if isinstance(schema, (str, bytes)):
-            try:
-                schema = json.loads(schema)
-            except ValueError as e:
-                raise SchemaError(f"schema= text is not JSON: {e}", "") from None
-        options = dict(options)
-        # Generation closes objects that do not say what extra keys may hold (as xgrammar's
-        # strict mode and OpenAI's structured outputs do): every output still validates, and a
-        # model cannot wander off into keys nobody asked for.  strict=False keeps them open.
-        if options.pop("strict", True):
-            schema = _closed(schema)
-        return Constraint(Grammar.from_json_schema(schema, **options), json.loads, "JSON Schema")
-    # any other type: through Pydantic's TypeAdapter (dataclass, TypedDict, list[int], ...)
-    adapter = _type_adapter(schema, "schema=")
-    return Constraint(_pydantic_grammar(schema, options), adapter.validate_json, _type_name(schema))
-
-
-def _type_name(tp) -> str:
-    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
-
-
-def _type_adapter(tp, what: str):
-    from pydantic import TypeAdapter
-
-    try:
-        adapter = TypeAdapter(tp)
-        adapter.json_schema()
-    except Exception as e:
-        raise Unsupported(f"{what} {_type_name(tp)} cannot be a constraint: Pydantic cannot describe it as "
-                          f"JSON ({type(e).__name__}: {str(e).splitlines()[0]})", where=_type_name(tp)) from None
-    return adapter
-
-
-def _string_choices(tp) -> list[str] | None:
-    """The values of a Literal of strings or a str-valued Enum (None otherwise)."""
-    if typing.get_origin(tp) is typing.Literal:
-        vals = typing.get_args(tp)
-        return list(vals) if vals and all(isinstance(v, str) for v in vals) else None
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        vals = [m.value for m in tp]
-        return vals if vals and all(isinstance(v, str) for v in vals) else None
-    return None
-
-
-#: JSON layout for generation when none is given: json.dumps' ", " and ": " — the layout models
-#: have seen most, and fixed, so fast-forward can force it (measured on SmolLM2: compact made the
-#: model misplace numbers, flexible gave fast-forward little to force).
-DEFAULT_WHITESPACE = "dumps"
-
-
-def constraint_from_annotation(tp, *, whitespace: str | None = None, where: str = "return annotation",
-                               property_order: str | None = None) -> Constraint:
-    """The constraint for a Python type: ``str`` is free text; a Literal of strings or a
-    str Enum is a choice of its raw values; anything else Pydantic can describe as JSON
-    (models, dataclasses, TypedDicts, ``list[...]``, ``int``, ``float``, ``bool``, ...)
-    is JSON validated by ``TypeAdapter``.  Raises :class:`Unsupported` otherwise.
-    ``property_order="any"`` lets object members come in any order (see :func:`generate`)."""
-    if tp is inspect.Signature.empty or tp is None or tp is type(None):
-        raise Unsupported(f"the {where} is missing: annotate the return type (a Pydantic model, "
-                          "TypedDict, dataclass, Literal, Enum, list[...], int, float, bool or str)")
-    if tp is str:
-        return Constraint(None, lambda t: t.strip(), "free text")
-    choices = _string_choices(tp)
-    if choices is not None:
-        from pydantic import TypeAdapter
-
-        adapter = TypeAdapter(tp)
-        return Constraint(Grammar.choice(choices), adapter.validate_python, f"one of {choices}")
-    adapter = _type_adapter(tp, where)
-    options = {"whitespace": whitespace or DEFAULT_WHITESPACE}
-    if property_order is not None:
-        options["property_order"] = property_order
-    return Constraint(_pydantic_grammar(tp, options), adapter.validate_json, _type_name(tp))
-
-
-def resolve_constraint(*, schema=None, regex=None, grammar=None, choices=None, whitespace=None,
-                       schema_options: dict | None = None, property_order: str | None = None) -> Constraint:
-    """One constraint from the keyword arguments of :func:`generate` (at most one given)."""
-    given = [k for k, v in (("schema", schema), ("regex", regex), ("grammar", grammar), ("choices", choices))
-             if v is not None]
-    if len(given) > 1:
-        raise TypeError(f"pass at most one of schema=, regex=, grammar=, choices= (got {', '.join(given)})")
-    if not given:
-        return Constraint(None, _identity, "unconstrained")
-    options = dict(schema_options or {})
-    if whitespace is not None:
-        options["whitespace"] = whitespace
-    if property_order is not None:
-        options["property_order"] = property_order
-    options.setdefault("whitespace", DEFAULT_WHITESPACE)
-    if schema is not None:
-        return _schema_constraint(schema, options)
-    if regex is not None:
-        if isinstance(regex, re.Pattern):
-            regex = regex.pattern
-        return Constraint(Grammar.from_regex(regex), _identity, f"regex {regex!r}")
-    if choices is not None:
-        if isinstance(choices, str):
-            raise TypeError("choices= takes a list of strings, not one string")
-        opts = [c.value if isinstance(c, enum.Enum) else c for c in choices]
-        if not all(isinstance(c, str) for c in opts):
-            raise TypeError("choices= takes strings (or str-valued Enum members)")
-        return Constraint(Grammar.choice(opts), _identity, f"one of {len(opts)} choices")
-    if isinstance(grammar, Grammar):
-        return Constraint(grammar, _identity, grammar.source)
-    if isinstance(grammar, str):
-        g = Grammar.from_gbnf(grammar) if "::=" in grammar else Grammar.from_lark(grammar)
-        return Constraint(g, _identity, g.source)
-    raise TypeError(f"grammar= takes a structgen.Grammar or grammar text, not {type(grammar).__name__}")
-
-
-# ----------------------------------------------------------------------------- results
 @dataclasses.dataclass
 class GenerationResult:
     """One output.  ``value`` parses ``text`` for the constraint (a Pydantic instance, a
@@ -256,7 +80,10 @@ class GenerationResult:
     log_kept_mass: list[float]    # log Z_t per sampled step (mass the mask kept, temperature 1)
     timings: dict                 # seconds: compile, decode (whole batch), forward, mask, sample, first_token
     constraint: str
-    _parse: Callable[[str], Any] = dataclasses.field(default=_identity, repr=False)
+    draft_forward_passes: int = 0     # speculative decoding: draft-model passes of this row
+    draft_proposed: dict = dataclasses.field(default_factory=dict)   # speculative: drafts per source
+    draft_accepted: dict = dataclasses.field(default_factory=dict)   # speculative: accepted per source
+    _parse: Callable[[str], Any] = dataclasses.field(default=identity, repr=False)
     _value: Any = dataclasses.field(default=None, repr=False)
     _parsed: bool = dataclasses.field(default=False, repr=False)
 
@@ -304,6 +131,8 @@ class GenerationResult:
              "prompt_tokens": self.prompt_tokens, "generated_tokens": self.generated_tokens,
              "sampled_tokens": self.sampled_tokens, "forced_tokens": self.forced_tokens,
              "forward_passes": self.forward_passes, "projection_tax": round(self.projection_tax, 4),
+             **({"draft_proposed": self.draft_proposed, "draft_accepted": self.draft_accepted,
+                 "draft_forward_passes": self.draft_forward_passes} if self.draft_proposed else {}),
              "timings": {k: (round(v, 4) if isinstance(v, float) else v) for k, v in self.timings.items()},
              "constraint": self.constraint}
         try:
@@ -559,7 +388,7 @@ def _spec_key(spec: dict):
 
 
 _GEN_OPTIONS = {"max_new_tokens": 256, "temperature": 0.0, "top_p": 1.0, "top_k": 0, "seed": None,
-                "chat": None, "system": None, "fast_forward": True, "token_healing": False}
+                "chat": None, "system": None, "fast_forward": True, "token_healing": False, "speculative": None}
 _CONSTRAINT_OPTIONS = {"schema", "regex", "grammar", "choices", "whitespace", "schema_options", "property_order",
                        "constraint"}
 
@@ -583,10 +412,14 @@ class _Run:
             else:
                 g.seed()
         pad = getattr(self.gen.tokenizer, "pad_token_id", None)
-        return decode_steps(self.gen.model, self.rows, self.gen.vocab, max_new_tokens=int(o["max_new_tokens"]),
-                            temperature=float(o["temperature"] or 0.0), top_k=int(o["top_k"] or 0),
-                            top_p=float(o["top_p"] if o["top_p"] is not None else 1.0), generator=g,
-                            fast_forward=bool(o["fast_forward"]), pad_id=pad, stats=self.stats)
+        kw = dict(max_new_tokens=int(o["max_new_tokens"]), temperature=float(o["temperature"] or 0.0),
+                  top_k=int(o["top_k"] or 0), top_p=float(o["top_p"] if o["top_p"] is not None else 1.0),
+                  generator=g, fast_forward=bool(o["fast_forward"]), pad_id=pad, stats=self.stats)
+        spec = o.get("speculative")
+        if spec is not None:
+            spec = Speculative() if spec is True else spec
+            return speculative_decode_steps(self.gen.model, self.rows, self.gen.vocab, spec, **kw)
+        return decode_steps(self.gen.model, self.rows, self.gen.vocab, **kw)
 
     def output_bytes(self, row: Row) -> bytes:
         data = self.gen.vocab.decode(row.output_ids)
@@ -596,7 +429,7 @@ class _Run:
         s = self.stats
         timings = {"compile": self.compile_s, "decode": s.total_seconds, "forward": s.forward_seconds,
                    "mask": s.mask_seconds, "sample": s.sample_seconds, "first_token": s.first_token_seconds,
-                   "batch_forward_passes": s.forward_passes}
+                   "batch_forward_passes": s.forward_passes, "batch_draft_forward_passes": s.draft_forward_passes}
         out = []
         for row, text in zip(self.rows, self.texts):
             m = row.matcher
@@ -609,6 +442,8 @@ class _Run:
                 prompt=text, prompt_tokens=len(row.prompt_ids) + (1 if row.heal else 0),
                 finish_reason=row.finish_reason or "length", complete=complete, sampled_tokens=row.sampled,
                 forced_tokens=row.forced, forward_passes=row.forward_passes,
+                draft_forward_passes=row.draft_forward_passes, draft_proposed=dict(row.draft_proposed),
+                draft_accepted=dict(row.draft_accepted),
                 log_kept_mass=list(row.log_kept_mass), timings=dict(timings),
                 constraint=self.constraint.description, _parse=self.constraint.parse))
         return out
@@ -648,7 +483,8 @@ def generate(model, tokenizer, prompt, *, schema=None, regex=None, grammar=None,
              max_new_tokens: int = 256, temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0,
              seed: int | None = None, whitespace: str | None = None, chat: bool | None = None,
              system: str | None = None, fast_forward: bool = True, token_healing: bool = False,
-             schema_options: dict | None = None, property_order: str | None = None):
+             schema_options: dict | None = None, property_order: str | None = None,
+             speculative: Speculative | bool | None = None):
     """Generate under a constraint with any transformers causal LM (CPU or GPU).
 
     ``prompt``: a string, a list of chat messages, or a list of those (a batch, decoded
@@ -666,6 +502,10 @@ def generate(model, tokenizer, prompt, *, schema=None, regex=None, grammar=None,
     see :mod:`structgen.decoding.options`; ``OptionError`` otherwise).  ``fast_forward``
     feeds text the constraint forces in one pass instead of sampling it token by token;
     ``token_healing`` re-generates the prompt's last token so the output may merge with it.
+    ``speculative=sg.Speculative(...)`` (or ``True`` for the defaults) decodes speculatively
+    from grammar, prompt-lookup and draft-model drafts with exactly the same output
+    distribution (:mod:`structgen.decoding.speculative`); results then report
+    ``draft_proposed`` / ``draft_accepted`` per source.
 
     ``model`` and ``tokenizer`` go together: ``None`` for both is the demo model (see
     :class:`Generator`); one without the other raises.
@@ -681,7 +521,8 @@ def generate(model, tokenizer, prompt, *, schema=None, regex=None, grammar=None,
     return gen.generate(prompt, schema=schema, regex=regex, grammar=grammar, choices=choices,
                         max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
                         seed=seed, whitespace=whitespace, chat=chat, system=system, fast_forward=fast_forward,
-                        token_healing=token_healing, schema_options=schema_options, property_order=property_order)
+                        token_healing=token_healing, schema_options=schema_options, property_order=property_order,
+                        speculative=speculative)
 
 
 # ----------------------------------------------------------------------------- @function
@@ -691,7 +532,7 @@ _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 def _describe_output(constraint: Constraint, tp) -> str:
     if constraint.grammar is None:
         return ""
-    choices = _string_choices(tp)
+    choices = string_choices(tp)
     if choices is not None:
         return "Answer with exactly one of: " + ", ".join(choices) + "."
     try:

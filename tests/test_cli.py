@@ -182,3 +182,16 @@ def test_cache_command_reports_and_clears(tmp_path, monkeypatch, capsys):
     assert info["dir"] == str(tmp_path) and info["files"] == 1 and info["namespaces"]["cfg-lark"]["bytes"] > 0
     assert cli.main(["cache", "--clear"]) == 0
     assert "0 files" in capsys.readouterr().out
+
+
+def test_generate_speculative_equals_plain(model_dir, capsys):
+    """--speculative (and a one-layer truncated draft) gives the greedy output of plain decoding."""
+    code, plain, err = run(capsys, "generate", "--model", model_dir, "--regex", PATTERN, "--full", "An email:")
+    assert code == 0, err
+    code, spec, err = run(capsys, "generate", "--model", model_dir, "--regex", PATTERN, "--full", "--speculative",
+                          "--draft-model", "1", "An email:")
+    assert code == 0, err
+    a, b = json.loads(plain), json.loads(spec)
+    assert a["text"] == b["text"] and "draft_accepted" in b
+    code, _, err = run(capsys, "generate", "--model", model_dir, "--regex", PATTERN, "--draft-model", "1", "x")
+    assert code != 0 and "--speculative" in err

@@ -26,7 +26,7 @@ LAYERS = [
     {"runtime"},
     {"cfg"},
     {"frontends"},
-    {"grammar", "compiler", "grammars"},
+    {"grammar", "compiler", "grammars", "constraints"},
     {"decoding", "diffusion"},
     {"integrations", "models"},
     {"api"},

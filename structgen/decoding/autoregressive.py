@@ -32,7 +32,6 @@ the rest of its bytes must be a valid start of the constrained output (checked w
 """
 from __future__ import annotations
 
-import inspect
 import time
 from dataclasses import dataclass, field
 
@@ -42,9 +41,10 @@ import torch
 from ..errors import StructgenError
 from ..kernels.bitmask import allocate_bitmask, apply_bitmask_, bitmask_words, set_bits
 from ..runtime.protocol import Matcher
+from .model import CausalLM
 from .options import check_sampling
 
-__all__ = ["Row", "DecodeStats", "decode", "decode_steps", "sample", "advance_bytes"]
+__all__ = ["Row", "DecodeStats", "decode", "decode_steps", "sample", "sampling_probs", "advance_bytes"]
 
 
 @dataclass
@@ -61,6 +61,9 @@ class Row:
     forced: int = 0
     forward_passes: int = 0
     healed_prefix_len: int = 0       # bytes of output_ids[0] that belong to the prompt
+    draft_forward_passes: int = 0    # speculative decoding: draft-model passes of this row
+    draft_proposed: dict = field(default_factory=dict)   # speculative: draft tokens per source
+    draft_accepted: dict = field(default_factory=dict)   # speculative: accepted drafts per source
     _pending: list[int] = field(default_factory=list)
     _fed: int = 0                    # real tokens already in the KV cache
 
@@ -70,6 +73,7 @@ class DecodeStats:
     """Batch-level counters and timings (seconds) of one decode call."""
 
     forward_passes: int = 0
+    draft_forward_passes: int = 0    # speculative decoding only
     steps: int = 0
     forward_seconds: float = 0.0
     mask_seconds: float = 0.0
@@ -78,19 +82,10 @@ class DecodeStats:
     first_token_seconds: float | None = None
 
 
-def sample(logits: torch.Tensor, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
-           generator: torch.Generator | None = None) -> torch.Tensor:
-    """Token ids ``[n]`` from (already masked) float logits ``[n, V]``.
-
-    ``temperature == 0`` is greedy (argmax).  Otherwise logits are divided by the
-    temperature, cut to the ``top_k`` best (0 = no cut) and to the smallest set
-    whose probability reaches ``top_p``, and sampled.  Options out of their domain (a
-    negative or non-finite temperature, ``top_p`` outside (0, 1], ...) raise
-    :class:`~structgen.errors.OptionError`.
-    """
-    _, temperature, top_k, top_p = check_sampling(1, temperature, top_k, top_p)
-    if temperature == 0:
-        return logits.argmax(dim=-1)
+def sampling_probs(logits: torch.Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
+    """The distribution :func:`sample` draws from for (already masked) float logits ``[n, V]``
+    at ``temperature > 0``: logits divided by the temperature, cut to the ``top_k`` best
+    (0 = no cut) and to the smallest set whose probability reaches ``top_p``, softmaxed."""
     x = logits / float(temperature)
     if top_k and 0 < top_k < x.shape[-1]:
         kth = torch.topk(x, int(top_k), dim=-1).values[:, -1:]
@@ -102,7 +97,21 @@ def sample(logits: torch.Tensor, temperature: float = 0.0, top_k: int = 0, top_p
         drop = (probs.cumsum(dim=-1) - probs) >= float(top_p)
         srt = srt.masked_fill(drop, float("-inf"))
         x = torch.full_like(x, float("-inf")).scatter(-1, idx, srt)
-    probs = torch.softmax(x, dim=-1)
+    return torch.softmax(x, dim=-1)
+
+
+def sample(logits: torch.Tensor, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+           generator: torch.Generator | None = None) -> torch.Tensor:
+    """Token ids ``[n]`` from (already masked) float logits ``[n, V]``.
+
+    ``temperature == 0`` is greedy (argmax); otherwise a draw from :func:`sampling_probs`.
+    Options out of their domain (a negative or non-finite temperature, ``top_p`` outside
+    (0, 1], ...) raise :class:`~structgen.errors.OptionError`.
+    """
+    _, temperature, top_k, top_p = check_sampling(1, temperature, top_k, top_p)
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    probs = sampling_probs(logits, temperature, top_k, top_p)
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
@@ -142,31 +151,6 @@ def _set_bits(row: torch.Tensor, ids) -> None:
     row.copy_(torch.from_numpy(words.view(np.int32)))
 
 
-class _Model:
-    """The few facts about a transformers causal LM that the loop needs."""
-
-    def __init__(self, model):
-        self.model = model
-        params = inspect.signature(model.forward).parameters
-        self.cache_kw = "cache" if "cache" in params else "past_key_values"
-        self.keep_last = "logits_to_keep" in params
-        self.device = next(model.parameters()).device
-
-    def forward(self, ids, attention_mask, position_ids, cache):
-        kw = {"input_ids": ids, "attention_mask": attention_mask, "position_ids": position_ids,
-              "use_cache": True}
-        if cache is not None:
-            kw[self.cache_kw] = cache
-        if self.keep_last:
-            kw["logits_to_keep"] = 1
-        with torch.inference_mode():
-            out = self.model(**kw)
-        new_cache = out.get("cache")
-        if new_cache is None:
-            new_cache = out.get("past_key_values")
-        return out.logits[:, -1, :].float(), new_cache
-
-
 def decode_steps(model, rows: list[Row], vocab, *, max_new_tokens: int = 256, temperature: float = 0.0,
                  top_k: int = 0, top_p: float = 1.0, generator: torch.Generator | None = None,
                  fast_forward: bool = True, pad_id: int | None = None, stats: DecodeStats | None = None,
@@ -179,7 +163,7 @@ def decode_steps(model, rows: list[Row], vocab, *, max_new_tokens: int = 256, te
     out of their domain (see :mod:`structgen.decoding.options`).
     """
     max_new_tokens, temperature, top_k, top_p = check_sampling(max_new_tokens, temperature, top_k, top_p)
-    m = _Model(model)
+    m = CausalLM(model)
     stats = stats if stats is not None else DecodeStats()
     t_start = time.perf_counter()
     eos = [int(e) for e in vocab.eos_ids]
@@ -262,6 +246,7 @@ def decode_steps(model, rows: list[Row], vocab, *, max_new_tokens: int = 256, te
             r._pending = []
         attn = torch.cat([attn, step_mask], dim=1)
         logits, cache = m.forward(ids.to(m.device), attn.to(m.device), pos.to(m.device), cache)
+        logits = logits[:, -1, :]
         stats.forward_passes += 1
         stats.steps += 1
         stats.forward_seconds += time.perf_counter() - t0

@@ -1,7 +1,7 @@
 """The one keyword table of the JSON Schema front end.
 
 Contract: every module that walks or classifies schema keywords (the reader, the regular and
-grammar compilers, the combiner, :func:`structgen.api._closed`, engine selection) takes its sets
+grammar compilers, the combiner, :func:`structgen.constraints._closed`, engine selection) takes its sets
 from here, so that "which keywords hold sub-schemas" cannot drift between copies again.
 
 - where sub-schemas live: :data:`SCHEMA_MAPS` (a map of names to sub-schemas: the map itself is
