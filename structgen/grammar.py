@@ -14,6 +14,7 @@ from typing import Any, Iterable
 from .automaton import ir
 from .errors import StructgenError
 from .frontends.gbnf import gbnf_to_cfg
+from .frontends.json_schema.options import parse_json_text
 from .frontends.json_schema.property_order import check_order
 from .frontends.json_schema.select import compile_with
 from .frontends.json_schema.slicing import json_slicing
@@ -84,8 +85,7 @@ class Grammar:
             raise ValueError("engine must be 'auto', 'dfa' or 'cfg'")
         if check_order(property_order) == "any":
             options["property_order"] = "any"
-        if isinstance(schema, (str, bytes)):
-            schema = json.loads(schema)
+        schema = parse_json_text(schema)
         engine, result = compile_with(engine, schema, **options)
         key = ("json_schema", engine, json.dumps(schema, sort_keys=True, default=str),
                tuple(sorted((k, repr(v)) for k, v in options.items())))

@@ -66,6 +66,7 @@ from .records import ArrayFacets
 from .regular import RegularCompiler, shapes_disjoint
 from .report import SchemaReport
 from .strings import encode
+from .values import is_count
 
 _SCALARS = ("null", "boolean", "number", "integer", "string")
 
@@ -502,7 +503,7 @@ class CfgSchemaCompiler(ObjectRules):
         if any(k in s for k in ("pattern", "format", "enum", "const")) or hi is None:
             return None
         for kw, v in (("minLength", lo), ("maxLength", hi)):
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != int(v):
+            if not is_count(v):
                 raise SchemaError(f"{kw} must be a non-negative integer", f"{ptr}/{kw}")
         lo, hi = int(lo), int(hi)
         if hi <= cap or lo > hi:

@@ -47,11 +47,21 @@ def grammar_options(options: dict) -> dict:
 
 
 def parse_json_text(schema):
-    """``schema`` itself, or the value of JSON text (``str``/``bytes``; :class:`SchemaError` when it
-    is not JSON)."""
-    if isinstance(schema, (str, bytes)):
-        try:
-            return json.loads(schema)
-        except ValueError as e:
-            raise SchemaError(f"schema is not valid JSON: {e}") from e
-    return schema
+    """``schema`` itself, or the value of JSON text (``str``/``bytes``).  Text that is not JSON
+    raises :class:`SchemaError` naming the line, column and character position (also as its
+    ``line``, ``column`` and ``position`` attributes; 1-based line and column, 0-based position)."""
+    if not isinstance(schema, (str, bytes, bytearray)):
+        return schema
+    try:
+        return json.loads(schema)
+    except json.JSONDecodeError as e:
+        line, column, pos, why = e.lineno, e.colno, e.pos, e.msg
+    except UnicodeDecodeError as e:
+        line, column, pos, why = None, None, e.start, f"bytes are not {e.encoding} text ({e.reason})"
+    except (ValueError, RecursionError) as e:  # an integer too long for int(), nesting past the limit
+        line, column, pos, why = None, None, None, str(e) or type(e).__name__
+    where = f" at line {line}, column {column} (character {pos})" if line is not None else \
+        f" at byte {pos}" if pos is not None else ""
+    err = SchemaError(f"schema is not valid JSON: {why}{where}", None)
+    err.line, err.column, err.position = line, column, pos
+    raise err from None

@@ -65,7 +65,7 @@ from .regular_arrays import ArrayLanguages
 from .regular_objects import ObjectLanguages
 from .report import SchemaReport
 from .strings import encode, literal_set_node
-from .values import canon, json_type
+from .values import canon, is_number, json_type
 
 # (depth, exponent-free numbers, whitespace node, dumps, dfa blocks) -> (IR, work)
 _ANY_CACHE = caching.LRU(256, name="json_schema.any_values")
@@ -396,9 +396,18 @@ class RegularCompiler(ObjectLanguages, ArrayLanguages):
     def enum_const(self, s: dict, ptr: str) -> Lang:
         values = EnumConst.read(s, ptr).values
         strings = [v for v in values if isinstance(v, str)]
-        langs = [self.value_literal(v) for v in values if not isinstance(v, str)]
+        numbers = [v if isinstance(v, int) else json_numbers.to_decimal(v) for v in values if is_number(v)]
+        langs = [self.value_literal(v) for v in values if not isinstance(v, str) and not is_number(v)]
         nodes = [x.node for x in langs]
+        if numbers:
+            # one trie automaton for all the numbers too (an interval automaton per number took
+            # milliseconds each)
+            nodes.insert(0, json_numbers.number_constants(numbers))
         if strings:
+            longest = max(map(len, strings))
+            if longest > self.max_states:  # a state per code point at least: refused before building
+                raise LimitExceeded(f"a string of {longest} code points in enum/const at #{ptr} needs more "
+                                    f"DFA states than allowed", "max_states", self.max_states)
             # one trie automaton for all the strings (exact, and far cheaper than an NFA
             # alternative per escaped character for long enums)
             nodes.insert(0, literal_set_node(strings, "value"))
@@ -412,7 +421,7 @@ class RegularCompiler(ObjectLanguages, ArrayLanguages):
             return Lang(lit("true"))
         if v is False:
             return Lang(lit("false"))
-        if isinstance(v, (int, float)):
+        if is_number(v):
             d = json_numbers.to_decimal(v)
             return Lang(json_numbers.number_constant(d))
         if isinstance(v, str):
