@@ -13,6 +13,7 @@ from typing import Any, Iterable
 
 from .automaton import ir
 from .errors import StructgenError
+from .frontends.deep import call_deep
 from .frontends.gbnf import gbnf_to_cfg
 from .frontends.json_schema.options import parse_json_text
 from .frontends.json_schema.property_order import check_order
@@ -21,6 +22,13 @@ from .frontends.json_schema.slicing import json_slicing
 from .frontends.lark import lark_to_cfg
 from .frontends.pydantic import pydantic_to_schema
 from .frontends.regex import parse_regex
+
+
+def _schema_and_text(engine: str, schema, options: dict):
+    """``(engine, report, canonical JSON text of schema)``: deep schemas need the room of
+    :func:`structgen.frontends.deep.call_deep` for both."""
+    engine, result = compile_with(engine, schema, **options)
+    return engine, result, json.dumps(schema, sort_keys=True, default=str)
 
 
 class Grammar:
@@ -86,9 +94,8 @@ class Grammar:
         if check_order(property_order) == "any":
             options["property_order"] = "any"
         schema = parse_json_text(schema)
-        engine, result = compile_with(engine, schema, **options)
-        key = ("json_schema", engine, json.dumps(schema, sort_keys=True, default=str),
-               tuple(sorted((k, repr(v)) for k, v in options.items())))
+        engine, result, text = call_deep(_schema_and_text, engine, schema, options)
+        key = ("json_schema", engine, text, tuple(sorted((k, repr(v)) for k, v in options.items())))
         src = f"JSON Schema ({engine})"
         if isinstance(result.grammar, ir.Node):
             return cls("regular", node=result.grammar, key=key, source=src, report=result, slicing=json_slicing())

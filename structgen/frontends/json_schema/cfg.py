@@ -60,6 +60,7 @@ from .keywords import ALL_TYPES, UNSUPPORTED
 from .language import WS_CHARS
 from .merge import (SCALAR_ALLOF, SCALAR_KEYWORDS, NOT_CONSTRAINING, Merger, NotMergeable, objects_disjoint,
                     regular_only, rewrite, wholesale_types)
+from ..deep import call_deep
 from .options import grammar_options, parse_json_text
 from .reader import always_false, as_list
 from .records import ArrayFacets
@@ -621,7 +622,10 @@ def compile_json_schema_cfg(schema, **options) -> SchemaReport:
     ``unique_items_limit``, ...; ``any_depth`` only bounds free-form values *inside* a regular
     leaf, e.g. under ``not``).
     """
-    schema = parse_json_text(schema)
+    return call_deep(_compile_json_schema_cfg, parse_json_text(schema), options)
+
+
+def _compile_json_schema_cfg(schema, options) -> SchemaReport:
     c = CfgSchemaCompiler(schema, **grammar_options(options))
     cfg = c.build()
     c.report.grammar = cfg

@@ -55,8 +55,10 @@ from structgen.errors import LimitExceeded, SchemaError, Unsupported
 
 from . import formats as json_formats
 from . import numbers as json_numbers
+from .checks import MAX_SCHEMA_DEPTH, check_once
 from .keywords import APPLICATORS, TYPE_KEYWORDS, TYPES, UNSUPPORTED
 from .language import NOTHING, WS_CHARS, Lang, and_langs, any_string, lit, pattern_search_ir
+from ..deep import call_deep
 from .options import parse_json_text, regular_options
 from .property_order import check_order
 from .reader import SchemaDocument, always_false, has_applicator
@@ -82,12 +84,13 @@ class RegularCompiler(ObjectLanguages, ArrayLanguages):
                  recursion="unroll", any_depth=3, unique_items_limit=6, draft=None, max_multiple_of_states=100_000,
                  max_properties_unroll=64, max_states=100_000, time_limit=10.0, dfa_blocks=True,
                  extra_properties="end", property_order="declared", any_order_limit=1024,
-                 any_order_max_states=50_000):
+                 any_order_max_states=50_000, max_schema_depth=MAX_SCHEMA_DEPTH):
         if whitespace not in ("compact", "flexible", "dumps"):
             raise ValueError("whitespace must be 'compact', 'flexible' or 'dumps'")
         if recursion not in ("unroll", "error"):
             raise ValueError("recursion must be 'unroll' or 'error'")
         doc = root if isinstance(root, SchemaDocument) else SchemaDocument(root, draft)
+        check_once(doc, None if max_schema_depth is None else int(max_schema_depth))
         self.doc = doc
         self.root = doc.root
         # "dumps": exactly json.dumps' default separators ", " and ": ", no other whitespace.
@@ -546,9 +549,14 @@ def compile_json_schema(schema, **options) -> SchemaReport:
     Options: ``whitespace="compact"|"flexible"|"dumps"`` (dumps: exactly ``json.dumps``' ", " and ": "), ``max_whitespace=16`` (longest whitespace run in
     flexible mode), ``lenient=False``, ``max_recursion_depth=3``, ``recursion="unroll"|"error"``,
     ``any_depth=3`` (nesting bound of free-form values), ``unique_items_limit=6``,
-    ``draft=None|"2020-12"|"draft7"`` (default: from ``$schema``).
+    ``draft=None|"2020-12"|"draft7"`` (default: from ``$schema``), ``max_schema_depth=10000``
+    (sub-schema nesting, ``$ref`` hops included; deeper raises :class:`LimitExceeded`, see
+    :mod:`.checks`).  Keyword values of the wrong type raise :class:`SchemaError` at their pointer.
     """
-    schema = parse_json_text(schema)
+    return call_deep(_compile_json_schema, parse_json_text(schema), options)
+
+
+def _compile_json_schema(schema, options) -> SchemaReport:
     c = RegularCompiler(schema, **regular_options(options))
     lang = c.compile(c.root, "")
     c.report.grammar = lang.node

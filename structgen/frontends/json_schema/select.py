@@ -45,6 +45,7 @@ from structgen.automaton import ir
 from structgen.automaton.build import DEFAULT_MAX_STATES, build_dfa, work_budget
 from structgen.errors import LimitExceeded, StructgenError, Unsupported
 
+from ..deep import call_deep
 from .cfg import compile_json_schema_cfg
 from .options import grammar_options, regular_options
 from .reader import SchemaDocument, for_declared_draft, read_schema
@@ -65,7 +66,12 @@ def compile_with(engine: str, schema, *, dfa_max_states: int = DFA_MAX_STATES,
     """``(engine used, SchemaReport)`` for ``engine`` in ``"auto"|"dfa"|"cfg"``.  With "dfa" (and
     when auto picks it) ``report.grammar`` may be an ``ir.Embed`` of the built DFA.
     ``dfa_work_budget`` (cells) overrides the work budget of auto's DFA attempt.  Unknown
-    ``options`` raise :class:`.options.OptionError`."""
+    ``options`` raise :class:`.options.OptionError`.  Runs with room for deep recursion
+    (:func:`structgen.frontends.deep.call_deep`)."""
+    return call_deep(_compile_with, engine, schema, dfa_max_states, dfa_work_budget, options)
+
+
+def _compile_with(engine, schema, dfa_max_states, dfa_work_budget, options):
     grammar_options(options)
     if engine not in ("auto", "dfa", "cfg"):
         raise ValueError("engine must be 'auto', 'dfa' or 'cfg'")
