@@ -25,10 +25,11 @@ from .frontends.regex import parse_regex
 
 
 def _schema_and_text(engine: str, schema, options: dict):
-    """``(engine, report, canonical JSON text of schema)``: deep schemas need the room of
-    :func:`structgen.frontends.deep.call_deep` for both."""
+    """``(engine, report, canonical JSON text of schema, schema value)``: deep schemas need the room
+    of :func:`structgen.frontends.deep.call_deep` for all three (reading JSON text too)."""
+    schema = parse_json_text(schema)
     engine, result = compile_with(engine, schema, **options)
-    return engine, result, json.dumps(schema, sort_keys=True, default=str)
+    return engine, result, json.dumps(schema, sort_keys=True, default=str), schema
 
 
 class Grammar:
@@ -93,8 +94,7 @@ class Grammar:
             raise ValueError("engine must be 'auto', 'dfa' or 'cfg'")
         if check_order(property_order) == "any":
             options["property_order"] = "any"
-        schema = parse_json_text(schema)
-        engine, result, text = call_deep(_schema_and_text, engine, schema, options)
+        engine, result, text, schema = call_deep(_schema_and_text, engine, schema, options)
         key = ("json_schema", engine, text, tuple(sorted((k, repr(v)) for k, v in options.items())))
         src = f"JSON Schema ({engine})"
         if isinstance(result.grammar, ir.Node):

@@ -143,6 +143,14 @@ class LeafCompiler(RegularCompiler):
         return super().string(s, ptr, base)
 
 
+def empty_language() -> Exception:
+    """The grammar compiler's error for a schema that allows no value (exactly: recursion is not
+    cut here); :mod:`.select` names the sub-schema that empties it."""
+    e = grammar_only(Unsupported("the schema allows no value (the grammar engine needs a non-empty language)", "#"))
+    e.empty_language = True
+    return e
+
+
 def grammar_only(e: Exception) -> Exception:
     """Mark ``e`` as a limit of the grammar compiler itself (recursion under a combinator, an empty
     language, a long array unrolled), one the regular compiler may not share.  Every other error
@@ -235,8 +243,7 @@ class CfgSchemaCompiler(ObjectRules):
     def build(self) -> CFG:
         top = self.value(self.root, "", None)
         if top is None:
-            raise grammar_only(Unsupported("the schema allows no value (the grammar engine needs a non-empty "
-                                           "language)", "#"))
+            raise empty_language()
         alts = [(top,)]
         if self.ws is not None:
             # the trailing run is its own lexeme (no whitespace prefix of its own)
@@ -249,8 +256,7 @@ class CfgSchemaCompiler(ObjectRules):
             trim(cfg, validate=False, check_only=True)  # the language is not empty
         except GrammarError:
             # the grammar engine needs a non-empty language; the regular path represents this one
-            raise grammar_only(Unsupported("the schema allows no value (the grammar engine needs a non-empty "
-                                           "language)", "#")) from None
+            raise empty_language() from None
         return cfg
 
     # ------------------------------------------------------------------ values
@@ -622,10 +628,11 @@ def compile_json_schema_cfg(schema, **options) -> SchemaReport:
     ``unique_items_limit``, ...; ``any_depth`` only bounds free-form values *inside* a regular
     leaf, e.g. under ``not``).
     """
-    return call_deep(_compile_json_schema_cfg, parse_json_text(schema), options)
+    return call_deep(_compile_json_schema_cfg, schema, options)
 
 
 def _compile_json_schema_cfg(schema, options) -> SchemaReport:
+    schema = parse_json_text(schema)
     c = CfgSchemaCompiler(schema, **grammar_options(options))
     cfg = c.build()
     c.report.grammar = cfg

@@ -553,10 +553,11 @@ def compile_json_schema(schema, **options) -> SchemaReport:
     (sub-schema nesting, ``$ref`` hops included; deeper raises :class:`LimitExceeded`, see
     :mod:`.checks`).  Keyword values of the wrong type raise :class:`SchemaError` at their pointer.
     """
-    return call_deep(_compile_json_schema, parse_json_text(schema), options)
+    return call_deep(_compile_json_schema, schema, options)
 
 
 def _compile_json_schema(schema, options) -> SchemaReport:
+    schema = parse_json_text(schema)
     c = RegularCompiler(schema, **regular_options(options))
     lang = c.compile(c.root, "")
     c.report.grammar = lang.node
