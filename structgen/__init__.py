@@ -8,8 +8,8 @@ model or a grammar, by masking a language model's logits token by token.
     bm = sg.allocate_bitmask(1, vocab.logits_width)
     m.fill_bitmask(bm, 0); sg.apply_bitmask_(logits, bm)
 """
-from .errors import (BitmaskError, GrammarError, GrammarNotFound, LimitExceeded, OptionError, RegexError,
-                     SchemaError, StructgenError, TokenError, Unsupported, VocabularyError)
+from .errors import (BitmaskError, EmptyLanguage, GrammarError, GrammarNotFound, LimitExceeded, OptionError,
+                     RegexError, SchemaError, StructgenError, TokenError, Unsupported, VocabularyError)
 from .vocab import Vocabulary
 from .grammar import Grammar
 from .compiler import CompiledGrammar, compile
@@ -27,7 +27,7 @@ __all__ = [
     "Vocabulary", "Grammar", "compile", "CompiledGrammar", "Matcher", "Snapshot", "ByteStateView", "TokenDFAMatcher", "TokenDFA",
     "DeviceTokenDFA", "allocate_bitmask", "apply_bitmask_", "bitmask_to_ids", "unpack_bitmask",
     "fill_bitmasks", "StructgenError", "RegexError", "SchemaError", "GrammarError", "Unsupported",
-    "LimitExceeded", "VocabularyError", "Speculative",
+    "LimitExceeded", "VocabularyError", "Speculative", "EmptyLanguage",
     "grammars", "generate", "Generator", "function", "GenerationResult", "GenerationError",
     "clear_caches", "cache_info", "set_cache_limits",
 ]

@@ -40,6 +40,11 @@ class SchemaError(StructgenError, ValueError):
         super().__init__(f"{message} (at JSON pointer '{pointer or '#'}')" if pointer is not None else message)
 
 
+class EmptyLanguage(SchemaError):
+    """A constraint that no output satisfies; ``pointer`` names the sub-schema (JSON pointer) that
+    empties it.  Raised by the front end, before any vocabulary is involved."""
+
+
 class GrammarError(StructgenError, ValueError):
     """A grammar with a syntax or semantic error, at ``line``/``column`` (1-based) when known."""
 

@@ -15,7 +15,9 @@ from .automaton import ir
 from .automaton.build import limit_scope, warm_up
 from .automaton.limits import check_count, check_known, check_seconds
 from .errors import LimitExceeded, OptionError, StructgenError
+from .frontends.deep import call_deep
 from .frontends.gbnf import gbnf_to_cfg
+from .frontends.json_schema.options import parse_json_text
 from .frontends.json_schema.property_order import check_order
 from .frontends.json_schema.registry import bundle_remote
 from .frontends.json_schema.select import compile_with
@@ -27,6 +29,14 @@ from .frontends.regex import DEFAULT_MAX_DEPTH, parse_regex
 
 def _clip(text: str, n: int = 80) -> str:
     return repr(text) if len(text) <= n else repr(text[:n]) + f"... ({len(text)} characters)"
+
+
+def _schema_and_text(engine: str, schema, options: dict):
+    """``(engine, report, canonical JSON text of schema, schema value)``: deep schemas need the room
+    of :func:`structgen.frontends.deep.call_deep` for all three (reading JSON text too)."""
+    schema = parse_json_text(schema)
+    engine, result = compile_with(engine, schema, **options)
+    return engine, result, json.dumps(schema, sort_keys=True, default=str), schema
 
 
 class Grammar:
@@ -114,13 +124,10 @@ class Grammar:
             raise OptionError(f"Grammar.from_json_schema(): engine must be 'auto', 'dfa' or 'cfg', not {engine!r}")
         if check_order(property_order) == "any":
             options["property_order"] = "any"
-        if isinstance(schema, (str, bytes)):
-            schema = json.loads(schema)
         if registry is not None:
-            schema = bundle_remote(schema, registry, options.get("draft"))
-        engine, result = compile_with(engine, schema, **options)
-        key = ("json_schema", engine, json.dumps(schema, sort_keys=True, default=str),
-               tuple(sorted((k, repr(v)) for k, v in options.items())))
+            schema = bundle_remote(call_deep(parse_json_text, schema), registry, options.get("draft"))
+        engine, result, text, schema = call_deep(_schema_and_text, engine, schema, options)
+        key = ("json_schema", engine, text, tuple(sorted((k, repr(v)) for k, v in options.items())))
         src = f"JSON Schema ({engine})"
         if isinstance(result.grammar, ir.Node):
             return cls("regular", node=result.grammar, key=key, source=src, report=result, slicing=json_slicing())

@@ -9,7 +9,7 @@ import pytest
 
 from structgen.errors import SchemaError, Unsupported
 from structgen.frontends.json_schema import keywords as kw
-from structgen.frontends.json_schema.options import OptionError
+from structgen.errors import OptionError
 from structgen.frontends.json_schema.reader import (SchemaDocument, always_false, as_list, escape_pointer,
                                                     for_declared_draft, read_schema)
 from structgen.frontends.json_schema.records import (ArrayFacets, Combinators, Dependencies, EnumConst,

@@ -5,7 +5,9 @@ engine-selection facts; :mod:`.records`: typed keyword groups with their JSON po
 (:mod:`.cfg`, with :mod:`.cfg_objects`, :mod:`.merge` and :mod:`.keys`; Boolean combinations in
 :mod:`.combine`, :mod:`.combine_arrays` and :mod:`.formulas`); :mod:`.select` picks one per schema.
 Shared pieces: :mod:`.language` (compiled sub-schemas, patterns), :mod:`.values` (JSON value
-equality), :mod:`.options`, :mod:`.report`.  Leaves: :mod:`.strings`, :mod:`.numbers`,
+equality), :mod:`.options`, :mod:`.report`; :mod:`.checks` (keyword value types and nesting
+depth, before any compiler walks the document) and :mod:`.empty` (the sub-schema that empties
+a schema, for :class:`structgen.errors.EmptyLanguage`).  Leaves: :mod:`.strings`, :mod:`.numbers`,
 :mod:`.formats`; :mod:`.property_order` is the any-order object form.  Imports point one way:
 keywords/values/report/options <- reader <- records <- regular parts <- regular <- merge/keys
 <- combine <- cfg <- select.

@@ -60,12 +60,14 @@ from .keywords import ALL_TYPES, UNSUPPORTED
 from .language import WS_CHARS
 from .merge import (SCALAR_ALLOF, SCALAR_KEYWORDS, NOT_CONSTRAINING, Merger, NotMergeable, objects_disjoint,
                     regular_only, rewrite, wholesale_types)
+from ..deep import call_deep
 from .options import grammar_options, parse_json_text
 from .reader import always_false, as_list
 from .records import ArrayFacets
 from .regular import RegularCompiler, shapes_disjoint
 from .report import SchemaReport
 from .strings import encode
+from .values import is_count
 
 _SCALARS = ("null", "boolean", "number", "integer", "string")
 
@@ -139,6 +141,14 @@ class LeafCompiler(RegularCompiler):
             self.report.exact = False
             self.report.truncated.append(f"#{ptr}/maxLength")
         return super().string(s, ptr, base)
+
+
+def empty_language() -> Exception:
+    """The grammar compiler's error for a schema that allows no value (exactly: recursion is not
+    cut here); :mod:`.select` names the sub-schema that empties it."""
+    e = grammar_only(Unsupported("the schema allows no value (the grammar engine needs a non-empty language)", "#"))
+    e.empty_language = True
+    return e
 
 
 def grammar_only(e: Exception) -> Exception:
@@ -233,8 +243,7 @@ class CfgSchemaCompiler(ObjectRules):
     def build(self) -> CFG:
         top = self.value(self.root, "", None)
         if top is None:
-            raise grammar_only(Unsupported("the schema allows no value (the grammar engine needs a non-empty "
-                                           "language)", "#"))
+            raise empty_language()
         alts = [(top,)]
         if self.ws is not None:
             # the trailing run is its own lexeme (no whitespace prefix of its own)
@@ -247,8 +256,7 @@ class CfgSchemaCompiler(ObjectRules):
             trim(cfg, validate=False, check_only=True)  # the language is not empty
         except GrammarError:
             # the grammar engine needs a non-empty language; the regular path represents this one
-            raise grammar_only(Unsupported("the schema allows no value (the grammar engine needs a non-empty "
-                                           "language)", "#")) from None
+            raise empty_language() from None
         return cfg
 
     # ------------------------------------------------------------------ values
@@ -502,7 +510,7 @@ class CfgSchemaCompiler(ObjectRules):
         if any(k in s for k in ("pattern", "format", "enum", "const")) or hi is None:
             return None
         for kw, v in (("minLength", lo), ("maxLength", hi)):
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != int(v):
+            if not is_count(v):
                 raise SchemaError(f"{kw} must be a non-negative integer", f"{ptr}/{kw}")
         lo, hi = int(lo), int(hi)
         if hi <= cap or lo > hi:
@@ -620,6 +628,10 @@ def compile_json_schema_cfg(schema, **options) -> SchemaReport:
     ``unique_items_limit``, ...; ``any_depth`` only bounds free-form values *inside* a regular
     leaf, e.g. under ``not``).
     """
+    return call_deep(_compile_json_schema_cfg, schema, options)
+
+
+def _compile_json_schema_cfg(schema, options) -> SchemaReport:
     schema = parse_json_text(schema)
     c = CfgSchemaCompiler(schema, **grammar_options(options))
     cfg = c.build()

@@ -18,6 +18,7 @@ import numpy as np
 from structgen.automaton import ir
 from structgen.automaton.build import LRUCache, build_dfa, embedded, recording, replay
 from structgen.automaton.dfa import ByteDFA
+from structgen.automaton.minimize import canonical_acyclic_dfa
 from structgen.errors import LimitExceeded, SchemaError
 
 DIGIT = ir.CharSet(((0x30, 0x39),))
@@ -180,7 +181,72 @@ def number_interval(lo=None, lo_strict=False, hi=None, hi_strict=False, integer=
 
 def number_constant(value: Decimal, integer_only: bool = False) -> ir.Node:
     """Every exponent-free numeral equal to ``value`` (``1``, ``1.0``, ``1.00``, ``-0``...)."""
-    return number_interval(value, False, value, False, integer=integer_only)
+    return number_constants([value], integer_only)
+
+
+_BIG = 10 ** 18  # str() of far larger ints is limited (sys.set_int_max_str_digits)
+
+
+def number_constants(values, integer_only: bool = False) -> ir.Node:
+    """Every exponent-free numeral equal to one of ``values``, in time linear in their
+    digits (``values``: Decimals or ints): each value's shortest numeral (``-1.5``; ``0`` also as ``-0``) goes into one trie
+    automaton, followed by the zeros that keep its value (``(\\.0+)?`` after an integer, ``0*``
+    after a fraction).  ``integer_only``: values with a fraction part are left out."""
+    whole, frac = set(), set()
+    for v in values:
+        if isinstance(v, int) and -_BIG < v < _BIG:  # (the common case, without a Decimal)
+            whole.add(str(v))
+            if v == 0:
+                whole.add("-0")
+            continue
+        i, f = _split(abs(Decimal(v)))
+        if f and integer_only:
+            continue
+        core = i + (f".{f}" if f else "")
+        words = frac if f else whole
+        if v < 0 or core == "0":
+            words.add("-" + core)
+        if v >= 0:
+            words.add(core)
+    parts = []
+    if whole:
+        parts.append(ir.seq(ascii_words_node(whole), ir.optional(ZERO_FRAC)))
+    if frac:
+        parts.append(ir.seq(ascii_words_node(frac), ir.Repeat(ZERO, 0, None)))
+    return ir.alt(*parts) if parts else ir.NOTHING
+
+
+def ascii_words_node(words) -> ir.Node:
+    """An embedded minimal DFA of the finite set of ASCII ``words`` (built as a trie, linear in
+    their total length)."""
+    words = sorted(words)
+    if len(words) == 1:
+        return ir.literal(words[0]) if words[0] else ir.EMPTY
+    src, byt, dst, acc = [], [], [], [False]
+    path: list = [0]  # the trie nodes along the previous word
+    prev = ""
+    for w in words:
+        lcp = 0
+        for a, b in zip(prev, w):
+            if a != b:
+                break
+            lcp += 1
+        del path[lcp + 1:]
+        for ch in w[lcp:]:
+            src.append(path[-1])
+            byt.append(ord(ch))
+            path.append(len(acc))
+            dst.append(len(acc))
+            acc.append(False)
+        acc[path[-1]] = True
+        prev = w
+    src_a, byt_a, dst_a = (np.array(x, np.int64) for x in (src, byt, dst))
+    used = np.unique(byt_a)
+    byte_class = np.zeros(256, np.int32)
+    byte_class[used] = np.arange(1, used.shape[0] + 1, dtype=np.int32)
+    table = np.full((len(acc), used.shape[0] + 1), -1, np.int32)
+    table[src_a, byte_class[byt_a]] = dst_a
+    return embedded(canonical_acyclic_dfa(table, np.array(acc, np.bool_), byte_class))
 
 
 _MULTIPLE_OF = LRUCache(1024, 64 << 20, name="json_schema.multiple_of")  # (normalised step, max_states) -> (embedded minimal DFA, build work)

@@ -10,18 +10,14 @@ from __future__ import annotations
 
 import json
 
-from structgen.errors import SchemaError, StructgenError
+from structgen.errors import OptionError, SchemaError
 
 REGULAR_OPTIONS = frozenset({
     "whitespace", "max_whitespace", "lenient", "max_recursion_depth", "recursion", "any_depth",
     "unique_items_limit", "draft", "max_multiple_of_states", "max_properties_unroll", "max_states",
     "time_limit", "dfa_blocks", "extra_properties", "property_order", "any_order_limit",
-    "any_order_max_states"})
+    "any_order_max_states", "max_schema_depth"})
 GRAMMAR_OPTIONS = frozenset({"max_array_unroll", "max_string_length", "max_floating_permutations"})
-
-
-class OptionError(StructgenError, TypeError):
-    """An option no JSON Schema compiler has (a ``TypeError`` too, as for a bad keyword argument)."""
 
 
 def check_options(options: dict, allowed: frozenset, who: str) -> dict:
@@ -47,11 +43,21 @@ def grammar_options(options: dict) -> dict:
 
 
 def parse_json_text(schema):
-    """``schema`` itself, or the value of JSON text (``str``/``bytes``; :class:`SchemaError` when it
-    is not JSON)."""
-    if isinstance(schema, (str, bytes)):
-        try:
-            return json.loads(schema)
-        except ValueError as e:
-            raise SchemaError(f"schema is not valid JSON: {e}") from e
-    return schema
+    """``schema`` itself, or the value of JSON text (``str``/``bytes``).  Text that is not JSON
+    raises :class:`SchemaError` naming the line, column and character position (also as its
+    ``line``, ``column`` and ``position`` attributes; 1-based line and column, 0-based position)."""
+    if not isinstance(schema, (str, bytes, bytearray)):
+        return schema
+    try:
+        return json.loads(schema)
+    except json.JSONDecodeError as e:
+        line, column, pos, why = e.lineno, e.colno, e.pos, e.msg
+    except UnicodeDecodeError as e:
+        line, column, pos, why = None, None, e.start, f"bytes are not {e.encoding} text ({e.reason})"
+    except (ValueError, RecursionError) as e:  # an integer too long for int(), nesting past the limit
+        line, column, pos, why = None, None, None, str(e) or type(e).__name__
+    where = f" at line {line}, column {column} (character {pos})" if line is not None else \
+        f" at byte {pos}" if pos is not None else ""
+    err = SchemaError(f"schema is not valid JSON: {why}{where}", None)
+    err.line, err.column, err.position = line, column, pos
+    raise err from None

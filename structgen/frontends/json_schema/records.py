@@ -16,7 +16,7 @@ from structgen.errors import SchemaError
 
 from . import numbers as json_numbers
 from .reader import as_list, escape_pointer
-from .values import canon, dedupe, json_type
+from .values import canon, dedupe, is_count, json_type
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ class StringFacets:
     def read(cls, s: dict, ptr: str) -> "StringFacets":
         lo, hi = s.get("minLength", 0), s.get("maxLength")
         for kw, v in (("minLength", lo), ("maxLength", hi)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != int(v)):
+            if v is not None and (not is_count(v)):
                 raise SchemaError(f"{kw} must be a non-negative integer", f"{ptr}/{kw}")
         return cls(ptr, lo, hi, s.get("pattern"), "pattern" in s, s.get("format"))
 

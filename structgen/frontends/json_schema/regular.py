@@ -55,8 +55,10 @@ from structgen.errors import LimitExceeded, SchemaError, Unsupported
 
 from . import formats as json_formats
 from . import numbers as json_numbers
+from .checks import MAX_SCHEMA_DEPTH, check_once
 from .keywords import APPLICATORS, TYPE_KEYWORDS, TYPES, UNSUPPORTED
 from .language import NOTHING, WS_CHARS, Lang, and_langs, any_string, lit, pattern_search_ir
+from ..deep import call_deep
 from .options import parse_json_text, regular_options
 from .property_order import check_order
 from .reader import SchemaDocument, always_false, has_applicator
@@ -65,7 +67,7 @@ from .regular_arrays import ArrayLanguages
 from .regular_objects import ObjectLanguages
 from .report import SchemaReport
 from .strings import encode, literal_set_node
-from .values import canon, json_type
+from .values import canon, is_number, json_type
 
 # (depth, exponent-free numbers, whitespace node, dumps, dfa blocks) -> (IR, work)
 _ANY_CACHE = caching.LRU(256, name="json_schema.any_values")
@@ -82,12 +84,13 @@ class RegularCompiler(ObjectLanguages, ArrayLanguages):
                  recursion="unroll", any_depth=3, unique_items_limit=6, draft=None, max_multiple_of_states=100_000,
                  max_properties_unroll=64, max_states=100_000, time_limit=10.0, dfa_blocks=True,
                  extra_properties="end", property_order="declared", any_order_limit=1024,
-                 any_order_max_states=50_000):
+                 any_order_max_states=50_000, max_schema_depth=MAX_SCHEMA_DEPTH):
         if whitespace not in ("compact", "flexible", "dumps"):
             raise ValueError("whitespace must be 'compact', 'flexible' or 'dumps'")
         if recursion not in ("unroll", "error"):
             raise ValueError("recursion must be 'unroll' or 'error'")
         doc = root if isinstance(root, SchemaDocument) else SchemaDocument(root, draft)
+        check_once(doc, None if max_schema_depth is None else int(max_schema_depth))
         self.doc = doc
         self.root = doc.root
         # "dumps": exactly json.dumps' default separators ", " and ": ", no other whitespace.
@@ -396,9 +399,18 @@ class RegularCompiler(ObjectLanguages, ArrayLanguages):
     def enum_const(self, s: dict, ptr: str) -> Lang:
         values = EnumConst.read(s, ptr).values
         strings = [v for v in values if isinstance(v, str)]
-        langs = [self.value_literal(v) for v in values if not isinstance(v, str)]
+        numbers = [v if isinstance(v, int) else json_numbers.to_decimal(v) for v in values if is_number(v)]
+        langs = [self.value_literal(v) for v in values if not isinstance(v, str) and not is_number(v)]
         nodes = [x.node for x in langs]
+        if numbers:
+            # one trie automaton for all the numbers too (an interval automaton per number took
+            # milliseconds each)
+            nodes.insert(0, json_numbers.number_constants(numbers))
         if strings:
+            longest = max(map(len, strings))
+            if longest > self.max_states:  # a state per code point at least: refused before building
+                raise LimitExceeded(f"a string of {longest} code points in enum/const at #{ptr} needs more "
+                                    f"DFA states than allowed", "max_states", self.max_states)
             # one trie automaton for all the strings (exact, and far cheaper than an NFA
             # alternative per escaped character for long enums)
             nodes.insert(0, literal_set_node(strings, "value"))
@@ -412,7 +424,7 @@ class RegularCompiler(ObjectLanguages, ArrayLanguages):
             return Lang(lit("true"))
         if v is False:
             return Lang(lit("false"))
-        if isinstance(v, (int, float)):
+        if is_number(v):
             d = json_numbers.to_decimal(v)
             return Lang(json_numbers.number_constant(d))
         if isinstance(v, str):
@@ -537,8 +549,14 @@ def compile_json_schema(schema, **options) -> SchemaReport:
     Options: ``whitespace="compact"|"flexible"|"dumps"`` (dumps: exactly ``json.dumps``' ", " and ": "), ``max_whitespace=16`` (longest whitespace run in
     flexible mode), ``lenient=False``, ``max_recursion_depth=3``, ``recursion="unroll"|"error"``,
     ``any_depth=3`` (nesting bound of free-form values), ``unique_items_limit=6``,
-    ``draft=None|"2020-12"|"draft7"`` (default: from ``$schema``).
+    ``draft=None|"2020-12"|"draft7"`` (default: from ``$schema``), ``max_schema_depth=10000``
+    (sub-schema nesting, ``$ref`` hops included; deeper raises :class:`LimitExceeded`, see
+    :mod:`.checks`).  Keyword values of the wrong type raise :class:`SchemaError` at their pointer.
     """
+    return call_deep(_compile_json_schema, schema, options)
+
+
+def _compile_json_schema(schema, options) -> SchemaReport:
     schema = parse_json_text(schema)
     c = RegularCompiler(schema, **regular_options(options))
     lang = c.compile(c.root, "")

@@ -45,8 +45,10 @@ from structgen.automaton import ir
 from structgen.automaton.build import DEFAULT_MAX_STATES, build_dfa, work_budget
 from structgen.errors import LimitExceeded, StructgenError, Unsupported
 
+from ..deep import call_deep
 from .cfg import compile_json_schema_cfg
-from .options import grammar_options, regular_options
+from .empty import empty_error
+from .options import grammar_options, parse_json_text, regular_options
 from .reader import SchemaDocument, for_declared_draft, read_schema
 from .regular import compile_json_schema
 from .dynamic_refs import resolve_dynamic_refs
@@ -67,15 +69,43 @@ def compile_with(engine: str, schema, *, dfa_max_states: int = DFA_MAX_STATES,
     """``(engine used, SchemaReport)`` for ``engine`` in ``"auto"|"dfa"|"cfg"``.  With "dfa" (and
     when auto picks it) ``report.grammar`` may be an ``ir.Embed`` of the built DFA.
     ``dfa_work_budget`` (cells) overrides the work budget of auto's DFA attempt.  Unknown
-    ``options`` raise :class:`.options.OptionError`."""
+    ``options`` raise :class:`~structgen.errors.OptionError`.  Runs with room for deep recursion
+    (:func:`structgen.frontends.deep.call_deep`)."""
+    return call_deep(_compile_with, engine, schema, dfa_max_states, dfa_work_budget, options)
+
+
+def _compile_with(engine, schema, dfa_max_states, dfa_work_budget, options):
     grammar_options(options)
     if engine not in ("auto", "dfa", "cfg"):
         raise ValueError("engine must be 'auto', 'dfa' or 'cfg'")
-    schema = resolve_dynamic_refs(for_declared_draft(schema), options.get("draft"))
+    schema = resolve_dynamic_refs(for_declared_draft(parse_json_text(schema)), options.get("draft"))
     schema = rewrite_unevaluated(schema, options.get("draft"), options.get("lenient", False))
     doc = read_schema(schema, options.get("draft"))
+    exact = []  # set when the grammar engine found the language empty (exactly: no recursion cut)
+    try:
+        used, report = _choose(engine, doc, dfa_max_states, dfa_work_budget, options, exact)
+    except Unsupported as e:
+        if not getattr(e, "empty_language", False):
+            raise
+        raise empty_error(doc, regular_options(dict(options), drop_grammar=True)) from None
+    if isinstance(report.grammar, ir.Node) and report.grammar == ir.NOTHING:
+        # the empty language, named at the sub-schema that empties it (not at the vocabulary)
+        raise empty_error(doc, regular_options(dict(options), drop_grammar=True),
+                          () if exact else report.truncated)
+    return used, report
+
+
+def _choose(engine, doc, dfa_max_states, dfa_work_budget, options, exact: list):
     if engine == "dfa":
-        return "dfa", compile_json_schema(doc, **options)
+        report = compile_json_schema(doc, **options)
+        if report.grammar != ir.NOTHING and not isinstance(report.grammar, ir.Embed):
+            try:  # built here (as auto's DFA is) so that an empty language is named now
+                dfa = build_dfa(report.grammar, max_states=options.get("max_states", DEFAULT_MAX_STATES),
+                                time_limit=options.get("time_limit", 10.0))
+                report.grammar = ir.NOTHING if dfa.is_empty() else ir.Embed(dfa)
+            except LimitExceeded:
+                pass  # left to compile() and its own limits
+        return "dfa", report
     if engine == "cfg":
         return "cfg", compile_json_schema_cfg(doc, **options)
     if not doc.recursive():
@@ -100,6 +130,8 @@ def compile_with(engine: str, schema, *, dfa_max_states: int = DFA_MAX_STATES,
             # the regular compiler could not take a sub-schema: the regular compilation of the whole
             # schema meets it again (on MaskBench it failed every time, after up to seconds)
             raise
+        if getattr(first, "empty_language", False):
+            exact.append(True)
         states = options.get("max_states", DEFAULT_MAX_STATES)
         whole = _small_dfa(doc, states, DFA_FALLBACK_BUDGET, options, leaf_states=states)
         if whole is None:

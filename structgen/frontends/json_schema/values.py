@@ -3,6 +3,9 @@
 A leaf: imports only :mod:`.numbers`."""
 from __future__ import annotations
 
+import math
+from decimal import Decimal
+
 from . import numbers as json_numbers
 
 
@@ -12,9 +15,9 @@ def json_type(v) -> str:
         return "null"
     if isinstance(v, bool):
         return "boolean"
-    if isinstance(v, int) or (isinstance(v, float) and v.is_integer()):
+    if isinstance(v, int) or (isinstance(v, (float, Decimal)) and is_integral(v)):
         return "integer"
-    if isinstance(v, float):
+    if isinstance(v, (float, Decimal)):
         return "number"
     if isinstance(v, str):
         return "string"
@@ -23,11 +26,38 @@ def json_type(v) -> str:
     return "object"
 
 
+def is_number(v) -> bool:
+    """Is ``v`` a JSON number (``int``, ``float`` or ``Decimal``, as ``json.loads(...,
+    parse_float=Decimal)`` gives; not ``bool``)?"""
+    return isinstance(v, (int, float, Decimal)) and not isinstance(v, bool)
+
+
+def is_integral(v) -> bool:
+    """Is the finite number ``v`` integral (``1.0`` and ``Decimal("1.00")`` are)?"""
+    if isinstance(v, int):
+        return True
+    if isinstance(v, float):
+        return v.is_integer()
+    return v.is_finite() and v == v.to_integral_value()
+
+
+def is_count(v) -> bool:
+    """Is ``v`` a non-negative integral number (what ``minLength``, ``maxItems``... take; ``2.0``
+    counts, ``True`` does not)?"""
+    if not is_number(v):
+        return False
+    if isinstance(v, float) and not math.isfinite(v):
+        return False
+    return is_integral(v) and v >= 0
+
+
 def canon(v):
     """A hashable key with JSON Schema equality (1 == 1.0, true != 1, key order irrelevant)."""
     if isinstance(v, bool) or v is None:
         return ("lit", v)
-    if isinstance(v, (int, float)):
+    if isinstance(v, int):
+        return ("num", v)  # equal (and hashed equal) to the Decimal of an integral float
+    if isinstance(v, (float, Decimal)):
         return ("num", json_numbers.to_decimal(v).normalize())
     if isinstance(v, str):
         return ("str", v)
