@@ -7,11 +7,12 @@ any device.
 Parallel filling: the mask kernels of both engines are Numba ``nogil`` functions, so rows
 are filled by a small thread pool (the calling thread plus ``num_threads - 1`` workers,
 created on first use and reused) that pulls rows from one shared queue: a slow row (a
-grammar-engine mask) holds one thread while the others go on with the rest.  Rows whose
-matchers compute (``fills_from_cache`` false: the grammar engine, the key guard) are
-queued first, the regular matchers' cached rows (a copy each) after them.  What each
-matcher does under the GIL (argument unboxing, Python glue) does not overlap; the kernels
-do.  Every row gets the bits its matcher's own ``fill_bitmask`` writes, whatever the
+grammar-engine mask) holds one thread while the others go on with the rest.  Only slow
+rows go to the pool: those of matchers that compute (``fills_from_cache`` false: the grammar
+engine, the key guard) whose last fill took over :data:`SLOW_ROW_S` (or that were never
+filled); the calling thread then fills the quick ones and the regular matchers' cached rows (a
+copy each).  What each matcher does under the GIL (argument unboxing, Python glue) does not
+overlap; the kernels do.  Every row gets the bits its matcher's own ``fill_bitmask`` writes, whatever the
 thread count (the matchers of one compiled grammar share only caches built for concurrent
 readers).
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
@@ -93,13 +95,23 @@ def _pool(workers: int) -> ThreadPoolExecutor:
         return pool
 
 
+#: a row whose last fill took longer than this (seconds) goes to the pool; quicker rows are
+#: mostly GIL-held glue (kernel dispatch, copies) that threads only slow down by handing the GIL
+#: back and forth, so the calling thread does them itself
+SLOW_ROW_S = 100e-6
+_LAST: dict = {}   # id(matcher) -> seconds its last fill took (a scheduling hint only)
+
+
 def _drain(tasks, dst, errors) -> None:
-    """Fill rows from the shared iterator ``tasks`` until it is empty; record failures."""
+    """Fill rows from the shared iterator ``tasks`` until it is empty; record failures and times."""
+    clock = time.perf_counter
     for row, m in tasks:  # next() on a list iterator is atomic: each row is taken once
+        t0 = clock()
         try:
             m.fill_bitmask(dst, row)
         except BaseException as e:  # re-raised by the caller, in row order
             errors.append((row, e))
+        _LAST[id(m)] = clock() - t0
 
 
 def fill_bitmasks(matchers: Sequence, bitmask, *, num_threads: int | None = None) -> None:
@@ -150,14 +162,20 @@ def fill_bitmasks(matchers: Sequence, bitmask, *, num_threads: int | None = None
         else:
             heavy.append((i, m))
     errors: list = []
-    tasks = heavy + light
-    k = min(threads, len(tasks)) if heavy else 1  # cached rows alone: copies, no pool
+    if len(_LAST) > 1 << 16:
+        _LAST.clear()
+    slow, quick = [], []
+    for t in heavy:  # unknown (a first mask): likely slow
+        (slow if _LAST.get(id(t[1]), 1.0) > SLOW_ROW_S else quick).append(t)
+    k = min(threads, len(slow))
     if k <= 1:
-        _drain(iter(tasks), dst, errors)
+        _drain(iter(heavy + light), dst, errors)
     else:
-        it = iter(tasks)
+        quick += light
+        it = iter(slow)
         futures = [_pool(threads - 1).submit(_drain, it, dst, errors) for _ in range(k - 1)]
         _drain(it, dst, errors)
+        _drain(iter(quick), dst, errors)  # while the workers finish their slow rows
         for f in futures:
             f.result()
     bad = min((r for r, _ in errors), default=n)
