@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -149,6 +150,18 @@ class Stub:
         self.action(bitmask, row)
 
 
+def slow_rows(stubs, bm):
+    """Fill once with every stub taking 2 ms, so that fill_bitmasks knows them as slow rows (the
+    pool takes only rows whose last fill was slow), then give them back their actions."""
+    actions = [s.action for s in stubs]
+    for s in stubs:
+        s.action = lambda b, r: time.sleep(0.002)
+    sg.fill_bitmasks(stubs, bm, num_threads=1)
+    for s, a in zip(stubs, actions):
+        s.action = a
+    return stubs
+
+
 def test_lowest_failing_row_raises_its_exception(grammars, llama3):
     ms = mixed_batch(grammars, llama3, seed=5, per_kind=3)
     first, second = Boom("row 4"), ValueError("row 9")
@@ -189,13 +202,13 @@ def test_rows_are_filled_concurrently(llama3):
 
     words = (llama3.logits_width + 31) // 32
     bm = np.zeros((2, words), np.int32)
-    sg.fill_bitmasks([Stub(llama3, meet), Stub(llama3, meet)], bm, num_threads=2)
+    sg.fill_bitmasks(slow_rows([Stub(llama3, meet), Stub(llama3, meet)], bm), bm, num_threads=2)
     assert len(seen) == 2 and bm[1, 0] == 1
     with pytest.raises(threading.BrokenBarrierError):  # one thread: the first row waits alone
         barrier.reset()
         b1 = threading.Barrier(2, timeout=0.5)
-        sg.fill_bitmasks([Stub(llama3, lambda bm, r: b1.wait()), Stub(llama3, lambda bm, r: b1.wait())], bm,
-                         num_threads=1)
+        sg.fill_bitmasks(slow_rows([Stub(llama3, lambda bm, r: b1.wait()), Stub(llama3, lambda bm, r: b1.wait())],
+                                   bm), bm, num_threads=1)
 
 
 def test_a_slow_row_does_not_hold_the_others(grammars, llama3):
@@ -214,6 +227,7 @@ def test_a_slow_row_does_not_hold_the_others(grammars, llama3):
     ms = [Stub(llama3, slow)] + [cg.matcher() for _ in range(10)] + [Stub(llama3, last)]
     words = (llama3.logits_width + 31) // 32
     bm = np.zeros((len(ms), words), np.int32)
+    slow_rows([ms[0], ms[-1]], bm[:2])
     sg.fill_bitmasks(ms, bm, num_threads=2)
     assert bm[0, 0] == 5 and bm[-1, 0] == 6
     assert np.array_equal(bm[1], cg.matcher().mask_words().view(np.int32))
