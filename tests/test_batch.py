@@ -150,12 +150,18 @@ class Stub:
         self.action(bitmask, row)
 
 
+def busy(b, r, seconds=0.002):
+    t0 = time.thread_time()
+    while time.thread_time() - t0 < seconds:
+        pass
+
+
 def slow_rows(stubs, bm):
-    """Fill once with every stub taking 2 ms, so that fill_bitmasks knows them as slow rows (the
-    pool takes only rows whose last fill was slow), then give them back their actions."""
+    """Fill once with every stub busy for 2 ms of CPU, so that fill_bitmasks knows them as slow
+    rows (the pool takes only rows whose last fill was slow), then give them back their actions."""
     actions = [s.action for s in stubs]
     for s in stubs:
-        s.action = lambda b, r: time.sleep(0.002)
+        s.action = busy
     sg.fill_bitmasks(stubs, bm, num_threads=1)
     for s, a in zip(stubs, actions):
         s.action = a

@@ -95,23 +95,26 @@ def _pool(workers: int) -> ThreadPoolExecutor:
         return pool
 
 
-#: a row whose last fill took longer than this (seconds) goes to the pool; quicker rows are
+#: a row whose last fill took more CPU time than this (seconds) goes to the pool; quicker rows are
 #: mostly GIL-held glue (kernel dispatch, copies) that threads only slow down by handing the GIL
 #: back and forth, so the calling thread does them itself
 SLOW_ROW_S = 100e-6
 _LAST: dict = {}   # id(matcher) -> seconds its last fill took (a scheduling hint only)
 
 
-def _drain(tasks, dst, errors) -> None:
-    """Fill rows from the shared iterator ``tasks`` until it is empty; record failures and times."""
-    clock = time.perf_counter
+def _drain(tasks, dst, errors, timed: bool = True) -> None:
+    """Fill rows from the shared iterator ``tasks`` until it is empty; record failures and, when
+    ``timed``, each row's time (the thread's CPU time: waiting for the GIL or for a core must not
+    make a row look slow)."""
+    clock = time.thread_time
     for row, m in tasks:  # next() on a list iterator is atomic: each row is taken once
-        t0 = clock()
+        t0 = clock() if timed else 0.0
         try:
             m.fill_bitmask(dst, row)
         except BaseException as e:  # re-raised by the caller, in row order
             errors.append((row, e))
-        _LAST[id(m)] = clock() - t0
+        if timed:
+            _LAST[id(m)] = clock() - t0
 
 
 def fill_bitmasks(matchers: Sequence, bitmask, *, num_threads: int | None = None) -> None:
@@ -169,13 +172,14 @@ def fill_bitmasks(matchers: Sequence, bitmask, *, num_threads: int | None = None
         (slow if _LAST.get(id(t[1]), 1.0) > SLOW_ROW_S else quick).append(t)
     k = min(threads, len(slow))
     if k <= 1:
-        _drain(iter(heavy + light), dst, errors)
+        _drain(iter(heavy), dst, errors)
+        _drain(iter(light), dst, errors, timed=False)
     else:
-        quick += light
         it = iter(slow)
         futures = [_pool(threads - 1).submit(_drain, it, dst, errors) for _ in range(k - 1)]
         _drain(it, dst, errors)
         _drain(iter(quick), dst, errors)  # while the workers finish their slow rows
+        _drain(iter(light), dst, errors, timed=False)
         for f in futures:
             f.result()
     bad = min((r for r, _ in errors), default=n)
