@@ -14,6 +14,7 @@ from .vocab import Vocabulary
 from .grammar import Grammar
 from .compiler import CompiledGrammar, compile
 from .runtime import ByteStateView, Matcher, Snapshot, TokenDFAMatcher, fill_bitmasks
+from .runtime.batch import get_num_threads, set_num_threads
 from .kernels.bitmask import allocate_bitmask, apply_bitmask_, bitmask_to_ids, unpack_bitmask
 from .index.token_dfa import TokenDFA, DeviceTokenDFA
 from . import grammars
@@ -26,8 +27,8 @@ __version__ = "0.1.0"
 __all__ = [
     "Vocabulary", "Grammar", "compile", "CompiledGrammar", "Matcher", "Snapshot", "ByteStateView", "TokenDFAMatcher", "TokenDFA",
     "DeviceTokenDFA", "allocate_bitmask", "apply_bitmask_", "bitmask_to_ids", "unpack_bitmask",
-    "fill_bitmasks", "StructgenError", "RegexError", "SchemaError", "GrammarError", "Unsupported",
-    "LimitExceeded", "VocabularyError", "Speculative", "EmptyLanguage",
+    "fill_bitmasks", "set_num_threads", "get_num_threads", "StructgenError", "RegexError", "SchemaError",
+    "GrammarError", "Unsupported", "LimitExceeded", "VocabularyError", "Speculative", "EmptyLanguage",
     "grammars", "generate", "Generator", "function", "GenerationResult", "GenerationError",
     "clear_caches", "cache_info", "set_cache_limits",
 ]

@@ -99,8 +99,9 @@ class TokenDFA:
             out_next = np.empty(t.tok_ids.shape[0], dtype=np.int32)
         else:
             out_tok = out_next = _EMPTY_I32
+        # a stack of its own: rows of one TokenDFA may be computed by several threads at once
         n = walk_state(self._trans, node_class, state, t.node_depth, t.node_end,
-                       t.tok_ptr, t.tok_ids, self._stack, words, out_tok, out_next)
+                       t.tok_ptr, t.tok_ids, np.empty_like(self._stack), words, out_tok, out_next)
         if not record:
             return words, None, None
         toks, nexts = out_tok[:n], out_next[:n]
@@ -129,7 +130,7 @@ class TokenDFA:
         self._set_eos(words, state)
         row = words.view(np.int32)
         if len(self._rows) >= self.cache_rows:
-            self._rows.pop(next(iter(self._rows)))
+            self._rows.pop(next(iter(self._rows)), None)  # another thread may have evicted it
         self._rows[state] = row
         return row
 

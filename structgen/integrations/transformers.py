@@ -18,6 +18,7 @@ import torch
 
 from ..errors import OptionError
 from ..kernels.bitmask import allocate_bitmask, apply_bitmask_
+from ..runtime.batch import fill_bitmasks
 
 try:  # transformers is a dependency, but keep the import error readable.
     from transformers import LogitsProcessor as _Base
@@ -110,13 +111,15 @@ class StructgenLogitsProcessor(_Base):
             self._bitmask = allocate_bitmask(n_rows, width)
             self._bitmask_width = width
         bm = self._bitmask[:n_rows]
+        live = []
         for r in range(n_rows):
             st = self._rows[r]
             self._sync(st, ids[r])
-            if st.broken_at is not None:
+            live.append(st.matcher if st.broken_at is None else None)
+        fill_bitmasks(live, bm)  # rows in parallel; the broken ones (None) get EOS only below
+        for r, m in enumerate(live):
+            if m is None:
                 self._eos_only(bm, r, n_rows)
-            else:
-                st.matcher.fill_bitmask(bm, r)
         return apply_bitmask_(scores, bm.to(scores.device))
 
     def _eos_only(self, bm: torch.Tensor, r: int, n_rows: int) -> None:

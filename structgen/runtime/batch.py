@@ -3,55 +3,199 @@
 The layout is the architecture's: int32 ``[batch, ceil(V/32)]``, bit ``t % 32`` of word
 ``t // 32`` set = token ``t`` allowed (``V`` the model's logits width), numpy or torch on
 any device.
+
+Parallel filling: the mask kernels of both engines are Numba ``nogil`` functions, so rows
+are filled by a small thread pool (the calling thread plus ``num_threads - 1`` workers,
+created on first use and reused) that pulls rows from one shared queue: a slow row (a
+grammar-engine mask) holds one thread while the others go on with the rest.  Only slow
+rows go to the pool: those of matchers that compute (``fills_from_cache`` false: the grammar
+engine, the key guard) whose last fill took over :data:`SLOW_ROW_S` (or that were never
+filled); the calling thread then fills the quick ones and the regular matchers' cached rows (a
+copy each).  What each matcher does under the GIL (argument unboxing, Python glue) does not
+overlap; the kernels do.  Every row gets the bits its matcher's own ``fill_bitmask`` writes, whatever the
+thread count (the matchers of one compiled grammar share only caches built for concurrent
+readers).
 """
 from __future__ import annotations
 
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 import numpy as np
 import torch
 
-__all__ = ["fill_bitmasks", "check_bitmask", "write_row", "cpu_view"]
+from ..errors import OptionError
+from .checks import check_bitmask
+
+__all__ = ["fill_bitmasks", "write_row", "cpu_view", "set_num_threads", "get_num_threads"]
 
 
-def check_bitmask(bitmask, rows: int, width: int | None) -> None:
-    """Raise ``ValueError``/``TypeError`` naming the expected shape and dtype unless ``bitmask``
-    is an int32 2-D numpy array or torch tensor with at least ``rows`` rows and, when ``width``
-    (the logits width ``V``) is given, ``ceil(V/32)`` words per row."""
-    words = None if width is None else (int(width) + 31) // 32
-    want = f"an int32 bitmask of shape [>= {rows}, {'ceil(V/32)' if words is None else words}]" + \
-        ("" if words is None else f" (V = {width})")
-    if isinstance(bitmask, torch.Tensor):
-        ok_dtype = bitmask.dtype == torch.int32
-    elif isinstance(bitmask, np.ndarray):
-        ok_dtype = bitmask.dtype == np.int32
-    else:
-        raise TypeError(f"expected {want} (numpy array or torch tensor), got {type(bitmask).__name__}")
-    shape = tuple(bitmask.shape)
-    if not ok_dtype or len(shape) != 2 or shape[0] < rows or (words is not None and shape[1] != words):
-        raise ValueError(f"expected {want}, got {bitmask.dtype} of shape {list(shape)}; "
-                         f"allocate one with structgen.allocate_bitmask(batch, V)")
+# ----------------------------------------------------------------------------- threads
+_LOCK = threading.Lock()
+_POOL: list = [None, 0]   # [ThreadPoolExecutor or None, its number of workers]
+_THREADS = [0]            # 0: the default (the cores this process may run on)
 
 
-def fill_bitmasks(matchers: Sequence, bitmask) -> None:
-    """Fill rows ``0..len(matchers)-1`` of ``bitmask``, one per matcher.
+def _default_threads() -> int:
+    env = os.environ.get("STRUCTGEN_NUM_THREADS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def set_num_threads(n: int | None) -> None:
+    """Threads :func:`fill_bitmasks` uses by default (the calling thread included): ``n >= 1``,
+    or ``None`` for the default, the cores this process may run on (``$STRUCTGEN_NUM_THREADS``
+    overrides it).  1 fills every row on the calling thread, one after another."""
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise OptionError(f"num_threads must be an int >= 1 or None, got {n!r}")
+    _THREADS[0] = 0 if n is None else int(n)
+
+
+def get_num_threads() -> int:
+    """The thread count :func:`fill_bitmasks` uses when not given one."""
+    return _THREADS[0] or _default_threads()
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """The shared pool, with at least ``workers`` threads (made on first use, remade larger)."""
+    with _LOCK:
+        pool, n = _POOL
+        if pool is None or n < workers:
+            if pool is not None:
+                pool.shutdown(wait=False)
+            pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="structgen-fill")
+            _POOL[0], _POOL[1] = pool, workers
+        return pool
+
+
+#: a row whose last fill took more CPU time than this (seconds) goes to the pool; quicker rows are
+#: mostly GIL-held glue (kernel dispatch, copies) that threads only slow down by handing the GIL
+#: back and forth, so the calling thread does them itself
+SLOW_ROW_S = 100e-6
+_LAST: dict = {}   # id(matcher) -> seconds its last fill took (a scheduling hint only)
+
+
+def _drain(tasks, dst, errors, timed: bool = True) -> None:
+    """Fill rows from the shared iterator ``tasks`` until it is empty; record failures and, when
+    ``timed``, each row's time (the thread's CPU time: waiting for the GIL or for a core must not
+    make a row look slow)."""
+    clock = time.thread_time
+    for row, m in tasks:  # next() on a list iterator is atomic: each row is taken once
+        t0 = clock() if timed else 0.0
+        try:
+            m.fill_bitmask(dst, row)
+        except BaseException as e:  # re-raised by the caller, in row order
+            errors.append((row, e))
+        if timed:
+            _LAST[id(m)] = clock() - t0
+
+
+def fill_bitmasks(matchers: Sequence, bitmask, *, num_threads: int | None = None) -> None:
+    """Fill rows ``0..len(matchers)-1`` of ``bitmask``, one per matcher, in parallel.
 
     Args:
         matchers: :class:`~structgen.Matcher` objects; a ``None`` entry allows every token
-            (its row becomes all ones: an unconstrained sequence of the batch).
-        bitmask: int32 ``[>= len(matchers), ceil(V/32)]``, numpy or torch (any device);
-            ``V`` is the first matcher's ``vocab.logits_width``.
+            (its row becomes all ones: an unconstrained sequence of the batch).  The same
+            matcher object may appear in several rows (it is asked once).
+        bitmask: C-contiguous int32 ``[>= len(matchers), ceil(V/32)]``, numpy or torch (any
+            device: a bitmask off the CPU is filled on the host and copied once); ``V`` is the
+            first matcher's ``vocab.logits_width``.
+        num_threads: threads to use, the calling one included (default
+            :func:`get_num_threads`); 1 fills the rows one after another on this thread.
+    Rows get exactly the bits each matcher's ``fill_bitmask`` writes; rows past
+    ``len(matchers)`` are untouched.  Matchers must not be advanced by other threads meanwhile.
     Raises:
-        TypeError / ValueError: the bitmask has the wrong type, dtype, rank, rows or width
-            (the message names the expected shape and dtype).
+        TypeError / ValueError: the bitmask has the wrong type, dtype, rank, rows, width or
+            layout (the message names the expected shape and dtype); ``num_threads`` < 1.
+        Whatever a matcher's ``fill_bitmask`` raises: the exception of the lowest failing row
+            (as a loop over the rows would raise it; rows before it are filled, later rows may be).
     """
+    matchers = list(matchers)
     width = next((m.vocab.logits_width for m in matchers if m is not None), None)
-    check_bitmask(bitmask, len(matchers), width)
+    check_bitmask(bitmask, width, len(matchers), contiguous=True)
+    if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int)
+                                    or num_threads < 1):
+        raise OptionError(f"num_threads must be an int >= 1, got {num_threads!r}")
+    threads = get_num_threads() if num_threads is None else num_threads
+    n = len(matchers)
+    if n == 0:
+        return
+    dst, staged = _host_rows(bitmask, n)
+    if dst is None:  # e.g. a read-only numpy array: the matchers' own writes (and errors)
+        _sequential(matchers, bitmask)
+        return
+    first: dict = {}   # id(matcher) -> the first row it fills
+    dups, heavy, light = [], [], []
+    for i, m in enumerate(matchers):
+        if m is None:
+            dst[i] = -1
+            continue
+        j = first.setdefault(id(m), i)
+        if j != i:
+            dups.append((i, j))
+        elif getattr(m, "fills_from_cache", False):
+            light.append((i, m))
+        else:
+            heavy.append((i, m))
+    errors: list = []
+    if len(_LAST) > 1 << 16:
+        _LAST.clear()
+    slow, quick = [], []
+    for t in heavy:  # unknown (a first mask): likely slow
+        (slow if _LAST.get(id(t[1]), 1.0) > SLOW_ROW_S else quick).append(t)
+    k = min(threads, len(slow))
+    if k <= 1:
+        _drain(iter(heavy), dst, errors)
+        _drain(iter(light), dst, errors, timed=False)
+    else:
+        it = iter(slow)
+        futures = [_pool(threads - 1).submit(_drain, it, dst, errors) for _ in range(k - 1)]
+        _drain(it, dst, errors)
+        _drain(iter(quick), dst, errors)  # while the workers finish their slow rows
+        _drain(iter(light), dst, errors, timed=False)
+        for f in futures:
+            f.result()
+    bad = min((r for r, _ in errors), default=n)
+    for i, j in dups:
+        if i < bad and j < bad:
+            dst[i] = dst[j]
+    if staged:
+        _copy_back(bitmask, dst, bad)
+    if errors:
+        raise min(errors, key=lambda e: e[0])[1]
+
+
+def _sequential(matchers, bitmask) -> None:
     for i, m in enumerate(matchers):
         if m is None:
             bitmask[i] = -1
         else:
             m.fill_bitmask(bitmask, i)
+
+
+def _host_rows(bitmask, n: int):
+    """``(rows, staged)``: a writable int32 numpy array whose rows ``0..n-1`` the matchers fill
+    -- ``bitmask`` itself or a view of its memory (staged False), or a host array to copy to
+    its device afterwards (staged True) -- or ``(None, False)`` when neither applies."""
+    if isinstance(bitmask, torch.Tensor):
+        if bitmask.device.type != "cpu":
+            return np.empty((n, bitmask.shape[1]), np.int32), True
+        view = cpu_view(bitmask)
+        return (view, False) if view is not None and view.flags.writeable else (None, False)
+    return (bitmask, False) if bitmask.flags.writeable else (None, False)
+
+
+def _copy_back(bitmask: torch.Tensor, host: np.ndarray, rows: int) -> None:
+    """Rows ``0..rows-1`` of ``host`` into the device bitmask, in one copy."""
+    if rows:
+        bitmask[:rows].copy_(torch.from_numpy(host[:rows]).to(bitmask.device, non_blocking=False))
 
 
 def write_row(bitmask, row: int, words: np.ndarray) -> None:

@@ -75,31 +75,36 @@ def check_tokens(tokens) -> np.ndarray:
     return tokens.astype(np.int64, copy=False)
 
 
-def _expected(vocab_size: int | None, rows) -> str:
+def _expected(vocab_size: int | None, rows, contiguous: bool) -> str:
     words = "ceil(V/32)" if vocab_size is None else f"{(int(vocab_size) + 31) // 32}"
     v = "" if vocab_size is None else f" for V = {int(vocab_size)} tokens"
-    return f"an int32 bitmask of shape ({'rows' if rows is None else f'>= {rows}'}, {words}){v}"
+    layout = "a C-contiguous" if contiguous else "an"
+    return f"{layout} int32 bitmask of shape ({'rows' if rows is None else f'>= {rows}'}, {words}){v}"
 
 
-def check_bitmask(bitmask, vocab_size: int | None, rows: int | None = None) -> None:
+def check_bitmask(bitmask, vocab_size: int | None, rows: int | None = None, *, contiguous: bool = False) -> None:
     """Raise :class:`BitmaskError` unless ``bitmask`` is an int32 2-D numpy array or torch
     tensor with ``ceil(vocab_size / 32)`` words per row (any width when ``vocab_size`` is
-    None) and at least ``rows`` rows (at least one when None).  The message names the expected
-    dtype and shape and what was given."""
+    None), at least ``rows`` rows (at least one when None) and, with ``contiguous``, C-contiguous.
+    The message names the expected dtype and shape and what was given."""
     if isinstance(bitmask, torch.Tensor):
         ok_dtype = bitmask.dtype == torch.int32
+        is_contiguous = bitmask.is_contiguous()
     elif isinstance(bitmask, np.ndarray):
         ok_dtype = bitmask.dtype == np.int32
+        is_contiguous = bool(bitmask.flags.c_contiguous)
     else:
-        raise BitmaskError(f"expected {_expected(vocab_size, rows)} (a numpy array or torch tensor), "
+        raise BitmaskError(f"expected {_expected(vocab_size, rows, contiguous)} (a numpy array or torch tensor), "
                            f"got {type(bitmask).__name__}; allocate one with structgen.allocate_bitmask(rows, V)")
     shape = tuple(bitmask.shape)
     need = 1 if rows is None else int(rows)
-    if ok_dtype and len(shape) == 2 and shape[0] >= need and \
+    if ok_dtype and len(shape) == 2 and shape[0] >= need and (is_contiguous or not contiguous) and \
             (vocab_size is None or shape[1] == (int(vocab_size) + 31) // 32):
         return
-    raise BitmaskError(f"expected {_expected(vocab_size, rows)}, got {str(bitmask.dtype).replace('torch.', '')} "
-                       f"of shape {shape}; allocate one with structgen.allocate_bitmask(rows, V)")
+    layout = "" if is_contiguous else "non-contiguous "
+    raise BitmaskError(f"expected {_expected(vocab_size, rows, contiguous)}, got {layout}"
+                       f"{str(bitmask.dtype).replace('torch.', '')} of shape {shape}; "
+                       f"allocate one with structgen.allocate_bitmask(rows, V)")
 
 
 def check_bitmask_row(bitmask, row, vocab_size: int) -> int:

@@ -30,6 +30,8 @@ class TokenDFAMatcher(Matcher, ByteStateView):
     """Matcher over a :class:`structgen.index.TokenDFA` (regular constraints)."""
 
     __slots__ = ("_tdfa", "_node", "_lineage", "_states")
+    #: masks are the TokenDFA's cached rows (a copy each): fill_bitmasks queues them last
+    fills_from_cache = True
 
     def __init__(self, token_dfa, state: int | None = None):
         self._tdfa = token_dfa
