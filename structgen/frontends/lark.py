@@ -6,7 +6,8 @@ is expanded exactly as Lark expands it; we then translate its flat rules and
 terminal patterns.  Lark errors become :class:`GrammarError` with line/column.
 
 Semantics: those of :mod:`structgen.cfg.grammar` — Lark's Earley parser with
-``lexer="dynamic_complete"`` (every lexing, ``%ignore`` between lexemes).
+``lexer="dynamic_complete"`` (every lexing of rule terminals; each ``%ignore``d lexeme between
+them the longest match of its terminal).
 Terminal priorities only rank parses, so they do not change the language and
 are ignored.  ``%declare``d terminals (no pattern) raise :class:`Unsupported`.
 """
