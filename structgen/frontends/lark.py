@@ -105,6 +105,10 @@ def _bad_regex_position(text: str, default=(1, 1)):
 _LEXEMES = re.compile(r"""(?P<c>//[^\n]*|\#[^\n]*)|(?P<r>/(?!/)(?:\\.|[^/\\\n])+/[imslux]*)|(?P<s>"(?:\\.|[^"\\\n])*"i?)""")
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}|\\U0000[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
 def _at(text: str, pos: int):
     """(line, column) of offset ``pos`` in ``text``, both from 1."""
     return text.count("\n", 0, pos) + 1, pos - (text.rfind("\n", 0, pos) + 1) + 1
@@ -234,6 +238,11 @@ def _lark_to_cfg(text: str, start: str, import_paths=(), source_path=None) -> CF
         pat = t.pattern
         flags = set(pat.flags)
         where = f"terminal {name}" + (f" at line {lc[0]}, column {lc[1]}" if lc[0] else "")
+        if _SURROGATE.search(pat.value) or (pat.type != "str" and _SURROGATE_ESCAPE.search(pat.value)):
+            m = _SURROGATE_ESCAPE.search(text) or _SURROGATE.search(text)
+            raise GrammarError(f"Lark grammar: {where.split(' at line')[0]}: a surrogate code point "
+                               f"(U+D800..U+DFFF) is not a Unicode scalar value and has no UTF-8 encoding",
+                               *(_at(text, m.start()) if m else (lc if lc[0] else (1, 1))))
         if pat.type == "str":
             if flags - {"i"}:
                 raise Unsupported(f"string terminal flags {sorted(flags)}", where)
