@@ -176,3 +176,42 @@ def test_guard_past_the_next_terminal_is_refused():
     text = 'start: "a" X\nX: "b"\nIG: /cb?bd/ | "c"\n%ignore IG\n'
     with pytest.raises(sg.StructgenError):
         sg.compile(sg.Grammar.from_lark(text), _vocab("abcd :"))
+
+
+def _lark_lexeme_lengths(pattern: str, s: str) -> set:
+    """The lexeme lengths Lark's dynamic_complete lexer takes for ``pattern`` at the start of ``s``."""
+    import re
+
+    rx = re.compile(pattern)
+    m = rx.match(s)
+    if not m:
+        return set()
+    out = {m.end()}
+    for j in range(1, m.end()):
+        m2 = rx.match(m.group(0)[:-j])
+        if m2:
+            out.add(m2.end())
+    return out
+
+
+def test_known_patterns_take_larks_lexemes():
+    """Each lookaround/lazy pattern mapped to a regular language gives, on every short string,
+    exactly the lexeme lengths Lark's dynamic_complete lexer gives."""
+    import re
+
+    from structgen.frontends.lark import KNOWN_PATTERNS
+
+    for pattern, regular in KNOWN_PATTERNS.items():
+        alphabet = '/*a\n' if "*" in pattern else '"\\a\n'
+        rx = re.compile(regular)
+        for n in range(1, 8):
+            for t in itertools.product(alphabet, repeat=n):
+                s = "".join(t)
+                mine = {k for k in range(1, n + 1) if rx.fullmatch(s[:k])}
+                assert mine == _lark_lexeme_lengths(pattern, s), (pattern, s)
+
+
+def test_verilog_comment_with_lookahead_compiles_and_matches_lark():
+    text = ('start: (WORD | "*" | "/")+\nWORD: /[a-z]+/\nMULTILINE_COMMENT: /\\/\\*(\\*(?!\\/)|[^*])*\\*\\//\n'
+            '%ignore MULTILINE_COMMENT\n%ignore " "\n')
+    _check(text, "a*/ \n")

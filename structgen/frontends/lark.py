@@ -32,6 +32,9 @@ KNOWN_PATTERNS = {
     # /* ... */ up to the first */
     "/\\*(.|\\n)*?\\*/": r"/\*(?:[^*]|\*+[^*/])*\*+/",
     "/\\*(.|\n)*?\\*/": r"/\*(?:[^*]|\*+[^*/])*\*+/",
+    # the same comment with a lookahead inside it (lark's examples/grammars/verilog.lark; the same
+    # lexeme lengths as Lark's dynamic_complete on every string of up to 8 characters over "/*a\n")
+    "\\/\\*(\\*(?!\\/)|[^*])*\\*\\/": r"/\*(?:[^*]|\*+[^*/])*\*+/",
 }
 
 
