@@ -143,10 +143,15 @@ class Grammar:
 
     # -- context-free front-ends --------------------------------------------------
     @classmethod
-    def from_lark(cls, text: str, start: str = "start", **unknown) -> "Grammar":
-        """A grammar in Lark's syntax (rules, terminals, ``%import``, ``%ignore``)."""
-        check_known(unknown, ("start",), "Grammar.from_lark()")
-        return cls("cfg", cfg=lark_to_cfg(text, start=start), key=("lark", text, start), source="Lark grammar")
+    def from_lark(cls, text: str, start: str = "start", import_paths=None, source_path=None,
+                  **unknown) -> "Grammar":
+        """A grammar in Lark's syntax (rules, terminals, ``%import``, ``%ignore``).  ``import_paths``
+        (folders searched for ``%import``ed grammar files, as ``lark.Lark``'s) and ``source_path``
+        (the grammar's own file: relative imports such as ``%import .csv.start`` look beside it)."""
+        check_known(unknown, ("start", "import_paths", "source_path"), "Grammar.from_lark()")
+        cfg = lark_to_cfg(text, start=start, import_paths=import_paths, source_path=source_path)
+        key = ("lark", text, start) if not (import_paths or source_path) else ("lark-cfg", cfg.key())
+        return cls("cfg", cfg=cfg, key=key, source="Lark grammar")
 
     @classmethod
     def from_gbnf(cls, text: str, start: str = "root", **unknown) -> "Grammar":

@@ -3,7 +3,8 @@
 Normalisation (exact, see :mod:`structgen.cfg.grammar` for the language):
 
 - each terminal ``T`` used in rules becomes the regular language ``IGN* T`` where
-  ``IGN`` is the union of the ignore terminals, and the start rule gets an
+  ``IGN`` are lexemes of the ignore terminals, each its terminal's longest match
+  (:func:`~structgen.cfg.terminals.after_ignores`), and the start rule gets an
   optional trailing ``IGN+``: ignores between lexemes become part of lexemes;
 - a terminal that matches the empty string is split into ``ε | T+`` (lexemes
   always consume at least one byte), one that matches nothing is dropped;
@@ -35,9 +36,10 @@ from . import mask as mk
 from .cache import MaskCache
 from .grammar import CFG, literal_terminal, trim
 from .matcher import CFGMatcher
-from .terminals import build, literal_dfa as _literal_dfa, literal_set_dfa
+from .terminals import after_ignores, build, literal_dfa as _literal_dfa, literal_set_dfa
 
 _START = "$start"
+_NORM_VERSION = 2  # in the disk cache's key: 2 = ignored lexemes are longest matches
 _TRAIL = "$trail"
 
 
@@ -295,6 +297,16 @@ def _drop_epsilon(d: ByteDFA) -> ByteDFA:
     return ByteDFA(d.byte_class.copy(), tr, acc, 0)
 
 
+def _with_epsilon(d: ByteDFA) -> ByteDFA:
+    """The same language and the empty string (a fresh accepting start state)."""
+    n = d.n_states
+    tr = np.empty((n + 1, d.n_classes), np.int32)
+    tr[1:] = np.where(d.transitions >= 0, d.transitions + 1, -1)
+    tr[0] = tr[1 + d.start]
+    acc = np.concatenate([[True], d.accepting])
+    return ByteDFA(d.byte_class.copy(), tr, acc, 0)
+
+
 _CHAINED = caching.LRU(4096, name="cfg.chained")  # (body key, prefix) -> (body DFA or None, prefixed DFA)
 
 
@@ -415,7 +427,8 @@ def normalise(cfg: CFG, max_states: int = 100_000):
     if _embeds(cfg):
         return _normalise(cfg, max_states)
     try:
-        key = pickle.dumps((cfg.start, cfg.rules, cfg.terminals, cfg.ignore, max_states), protocol=4)
+        key = pickle.dumps((_NORM_VERSION, cfg.start, cfg.rules, cfg.terminals, cfg.ignore, max_states),
+                           protocol=4)
     except Exception:  # an IR node that does not pickle: no disk cache
         key = None
     hit = diskcache.load("norm", key) if key is not None else None
@@ -446,11 +459,20 @@ def _normalise(cfg: CFG, max_states: int):
     dfas, rename, empty = {}, {}, set()
     rules = {a: list(alts) for a, alts in cfg.rules.items()}
     terminals = {}
+    ign_dfas = [(n, build(cfg.terminals[n], max_states=max_states)) for n in cfg.ignore] if ign else []
+    ign_dfas = [(n, d if not d.accepting[d.start] else _drop_epsilon(d)) for n, d in ign_dfas if not d.is_empty()]
     for t in sorted(used):
         node = cfg.terminals[t]
         if ign_node is not None:
             node = ir.seq(ir.repeat(ign_node, 0, None), node)
-        d = _prefixed_build(node, max_states)
+            d = build(cfg.terminals[t], max_states=max_states)
+            if not d.is_empty() and ign_dfas:
+                body = _drop_epsilon(d) if d.accepting[d.start] else d
+                if not body.is_empty():
+                    body = after_ignores(ign_dfas, body, max_states, t)
+                d = _with_epsilon(body) if d.accepting[d.start] else body
+        else:
+            d = _prefixed_build(node, max_states)
         if d.is_empty():
             empty.add(t)
             terminals[t] = node
@@ -471,10 +493,10 @@ def _normalise(cfg: CFG, max_states: int):
             terminals[t] = node
     rules = {a: [tuple(rename.get(s, s) for s in rhs) for rhs in alts] for a, alts in rules.items()}
     start_alts = [(cfg.start,)]
-    if ign_node is not None:
-        dt = build(ir.repeat(ign_node, 1, None), max_states=max_states)
+    if ign_dfas:
+        dt = after_ignores(ign_dfas, None, max_states)
         if not dt.is_empty():
-            dfas[_TRAIL] = _drop_epsilon(dt) if dt.accepting[dt.start] else dt
+            dfas[_TRAIL] = dt
             terminals[_TRAIL] = ir.repeat(ign_node, 1, None)
             start_alts.append((cfg.start, _TRAIL))
     rules[_START] = start_alts

@@ -11,7 +11,8 @@ a byte string ``s`` is in L(G) iff ``s = i0 w1 i1 w2 ... wn in`` where
 ``T1 ... Tn`` is a sentence of the rules (terminal symbols only), every ``wk``
 is in the language of terminal ``Tk`` (full match, any lexing — no longest-match
 rule, no priorities) and every ``ik`` is a (possibly empty) concatenation of
-strings from the ``ignore`` terminals.
+lexemes of the ``ignore`` terminals, each the longest match of its terminal at its
+position (no longer word of that terminal is a prefix of the rest of ``s``).
 
 ``positions`` optionally maps names to ``(line, column)`` of their definition so
 semantic errors can point into the source text.

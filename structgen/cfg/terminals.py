@@ -12,7 +12,8 @@ import numpy as np
 from ..automaton import ir
 from ..automaton.build import build_dfa
 from ..automaton.dfa import ByteDFA
-from ..automaton.minimize import canonical_acyclic_dfa
+from ..automaton.minimize import canonical_acyclic_dfa, canonical_dfa
+from ..errors import LimitExceeded, Unsupported
 
 def build(node: ir.Node, max_states: int = 100_000) -> ByteDFA:
     """A trimmed ByteDFA for ``node`` (a literal, or a union of literals, directly: keywords and
@@ -117,3 +118,132 @@ def literal_dfa(items):
     acc = np.zeros(L + 1, bool)
     acc[L] = True
     return ByteDFA(bc, tr, acc, 0)
+
+
+def after_ignores(ignores, body, max_states: int = 100_000, body_name: str = "") -> ByteDFA:
+    """The DFA of ``G body`` where ``G`` is a run of ignored lexemes, each the *longest* match of
+    its terminal at its position (Lark's dynamic lexers match an ``%ignore``d terminal once,
+    greedily: a ``#`` comment runs to the line end, whatever follows).  ``body=None``: the run
+    alone, one lexeme or more (the trailing ignores at the end of the input, where nothing
+    follows).
+
+    ``ignores`` is a list of ``(name, ByteDFA)``; ``body`` a ByteDFA not accepting the empty
+    string.  A subset construction over elements ``("X", i, q, guards)`` (inside ignore ``i`` at
+    state ``q``), ``("J", guards, ended)`` (between lexemes) and ``("T", q, guards)`` (inside the
+    body): a *guard* ``(i, g)`` is an ignored lexeme that ended at state ``g`` of its DFA; the
+    bytes after it must never take ``g`` to an accepting state (that would be a longer match),
+    and it is dropped when its DFA dies.  A guard still open where the body ends would constrain
+    the *next* lexemes: :class:`Unsupported` (never for the usual whitespace and comment
+    terminals, whose guards are settled by one byte).  States that are one body state without
+    guards are the body's own states (appended as they are)."""
+    dfas = [d for _, d in ignores]
+    parts = dfas + ([body] if body is not None else [])
+    sig = np.stack([d.byte_class for d in parts], axis=1)
+    _, rep, bc = np.unique(sig, axis=0, return_index=True, return_inverse=True)
+    bc = bc.reshape(256).astype(np.int32)
+    reps = [int(b) for b in rep]
+    K = len(reps)
+    tabs = [(d.transitions, d.byte_class, d.accepting) for d in dfas]
+
+    def guards_after(G, b):
+        out = []
+        for i, g in G:
+            tr, cl, ac = tabs[i]
+            g2 = int(tr[g, cl[b]])
+            if g2 < 0:
+                continue
+            if ac[g2]:
+                return None
+            out.append((i, g2))
+        return frozenset(out)
+
+    def close(elems):
+        out = set(elems)
+        for e in elems:
+            if e[0] == "X" and tabs[e[1]][2][e[2]]:
+                out.add(("J", e[3] | {(e[1], e[2])}, True))
+        return frozenset(out)
+
+    nb = 0
+    if body is not None:
+        btr, bcl, bac = body.transitions, body.byte_class, body.accepting
+        nb = body.n_states
+    start = frozenset([("J", frozenset(), False)])
+    index = {start: 0}
+    order = [start]
+    rows = []
+    acc = []
+    i = 0
+    while i < len(order):
+        S = order[i]
+        i += 1
+        row = np.full(K, -1, np.int64)
+        a = False
+        for e in S:
+            if e[0] == "J" and body is None and e[2]:
+                a = True
+            elif e[0] == "T" and bac[e[1]]:
+                if e[2]:
+                    (gi, _), = sorted(e[2])[:1]
+                    raise Unsupported(f"where the longest match of the ignored terminal {ignores[gi][0]} ends "
+                                      f"depends on text after the terminal {body_name or 'that follows it'}",
+                                      f"terminal {ignores[gi][0]}")
+                a = True
+        for c in range(K):
+            b = reps[c]
+            nxt = set()
+            for e in S:
+                if e[0] == "J":
+                    G2 = guards_after(e[1], b)
+                    if G2 is None:
+                        continue
+                    for j, (tr, cl, _) in enumerate(tabs):
+                        s = int(tr[dfas[j].start, cl[b]])
+                        if s >= 0:
+                            nxt.add(("X", j, s, G2))
+                    if body is not None:
+                        s = int(btr[body.start, bcl[b]])
+                        if s >= 0:
+                            nxt.add(("T", s, G2))
+                else:
+                    G2 = guards_after(e[-1], b)
+                    if G2 is None:
+                        continue
+                    if e[0] == "X":
+                        tr, cl, _ = tabs[e[1]]
+                        s = int(tr[e[2], cl[b]])
+                        if s >= 0:
+                            nxt.add(("X", e[1], s, G2))
+                    else:
+                        s = int(btr[e[1], bcl[b]])
+                        if s >= 0:
+                            nxt.add(("T", s, G2))
+            if not nxt:
+                continue
+            if len(nxt) == 1:
+                (e,) = nxt
+                if e[0] == "T" and not e[2]:
+                    row[c] = -2 - e[1]  # body state e[1] (placed after the head states)
+                    continue
+            T = close(nxt)
+            k = index.get(T)
+            if k is None:
+                k = index[T] = len(order)
+                order.append(T)
+                if len(order) + nb > max_states:
+                    raise LimitExceeded(f"an ignore-prefixed terminal has more than {max_states} lexer states",
+                                       "max_states", max_states)
+            row[c] = k
+        rows.append(row)
+        acc.append(a)
+    H = len(order)
+    trans = np.full((H + nb, K), -1, np.int64)
+    head = np.array(rows, np.int64).reshape(H, K)
+    trans[:H] = np.where(head <= -2, H + (-2 - head), head)
+    accv = np.zeros(H + nb, bool)
+    accv[:H] = acc
+    if body is not None:
+        bt = btr[:, bcl[np.array(reps)]]
+        trans[H:] = np.where(bt >= 0, bt + H, -1)
+        accv[H:] = bac
+    return canonical_dfa(trans.astype(np.int32), accv, bc)

@@ -19,10 +19,14 @@ from ..errors import GrammarError
 from ..cfg.grammar import CFG
 
 
+MAX_NESTING = 200  # parentheses nested deeper raise GrammarError (the front end recurses per level)
+
+
 class _P:
     def __init__(self, text: str):
         self.t = text
         self.i = 0
+        self.depth = 0
 
     def lc(self, i=None):
         i = self.i if i is None else i
@@ -77,6 +81,8 @@ class _P:
             cp = int(h, 16)
             if cp > ir.MAX_CODE_POINT:
                 raise self.err("code point out of range")
+            if 0xD800 <= cp <= 0xDFFF:
+                raise self.err(f"\\{e}{h} is a surrogate, not a Unicode scalar value (no UTF-8 encoding)")
             self.i += 2 + width
             return cp
         raise self.err(f"unknown escape \\{e}")
@@ -122,7 +128,7 @@ class _P:
                             raise self.err("character range out of order", start)
                     ranges.append((lo, hi))
                 self.i += 1
-                cs = ir.CharSet.of(ranges)
+                cs = _no_surrogates(ir.CharSet.of(ranges))
                 if neg:
                     cs = ir.CharSet.of(cs.negate().ranges)
                     cs = ir.CharSet(tuple(r for r in ir.CharSet.of(cs.ranges).ranges))
@@ -132,9 +138,13 @@ class _P:
                 self.i += 1
                 items.append(("lit", ir.ANY_CHAR))
             elif c == "(":
+                if self.depth >= MAX_NESTING:
+                    raise self.err(f"parentheses nested more than {MAX_NESTING} deep", start)
                 self.i += 1
                 self.space(True)
+                self.depth += 1
                 inner = self.alternates(True)
+                self.depth -= 1
                 if self.peek() != ")":
                     raise self.err("expected ')'", self.i)
                 self.i += 1
@@ -260,20 +270,13 @@ def gbnf_to_cfg(text: str, start: str = "root") -> CFG:
                 raise GrammarError(f"GBNF: undefined rule {r[1]!r}", *p.lc(r[2]))
         deps[name] = {r[1] for r in rs}
     # regular rules: no (transitive) cycle through themselves
-    regular = {}
-
-    def is_regular(n, stack=()):
-        if n in regular:
-            return regular[n]
-        if n in stack:
-            return False
-        ok = all(is_regular(d, stack + (n,)) for d in deps[n])
-        # a rule on a cycle is not regular even if the recursion returned True elsewhere
-        regular[n] = ok and not _reaches(deps, n, n)
-        return regular[n]
-
-    for n in raw:
-        is_regular(n)
+    regular, order = _regular_rules(deps)
+    live, todo = {start}, [start]  # only the rules the start rule reaches
+    while todo:
+        for d in deps[todo.pop()]:
+            if d not in live:
+                live.add(d)
+                todo.append(d)
 
     rules: dict = {}
     terminals: dict = {}
@@ -296,6 +299,10 @@ def gbnf_to_cfg(text: str, start: str = "root") -> CFG:
             return ir.alt(*[to_ir(x) for x in e[1]])
         return ir.repeat(to_ir(e[1]), e[2], e[3])
 
+    for n in order:  # dependencies first: to_ir of a reference is a lookup (no recursion along chains)
+        if regular[n] and n in live:
+            reg_ir[n] = to_ir(raw[n][0])
+
     def regular_expr(e):
         return all(regular[r[1]] for r in refs(e, []))
 
@@ -316,6 +323,9 @@ def gbnf_to_cfg(text: str, start: str = "root") -> CFG:
             return (term(to_ir(e)),)
         k = e[0]
         if k == "ref":
+            if e[1] not in emitted:
+                emitted.add(e[1])
+                pending.append(e[1])
             return (e[1],)
         if k == "seq":
             out, run = [], []
@@ -349,7 +359,10 @@ def gbnf_to_cfg(text: str, start: str = "root") -> CFG:
                 out.append(n)
         return tuple(out)
 
-    for name, (e, _) in raw.items():
+    emitted, pending = {start}, [start]  # the rules the CFG references, from the start rule
+    while pending:
+        name = pending.pop()
+        e = raw[name][0]
         if e[0] == "alt":
             rules[name] = [symbols(x, name) for x in e[1]]
         else:
@@ -357,13 +370,53 @@ def gbnf_to_cfg(text: str, start: str = "root") -> CFG:
     return CFG(start, rules, terminals, [], positions)
 
 
-def _reaches(deps, src, dst) -> bool:
-    seen, todo = set(), list(deps[src])
+def _regular_rules(deps):
+    """``(regular, order)``: ``regular[n]`` -- rule ``n`` reaches no cycle of references (so it
+    is a regular language, foldable into a terminal); ``order`` -- the rules, each after the rules
+    it references (where there is no cycle).  Iterative: linear in the rules and references."""
+    index, low, on, stack, cyclic, order = {}, {}, set(), [], set(), []
+    for root in deps:
+        if root in index:
+            continue
+        work = [(root, iter(deps[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            n, it = work[-1]
+            for d in it:
+                if d not in index:
+                    index[d] = low[d] = len(index)
+                    stack.append(d)
+                    on.add(d)
+                    work.append((d, iter(deps[d])))
+                    break
+                if d in on:
+                    low[n] = min(low[n], index[d])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[n])
+                if low[n] == index[n]:
+                    comp = []
+                    while True:
+                        x = stack.pop()
+                        on.discard(x)
+                        comp.append(x)
+                        if x == n:
+                            break
+                    if len(comp) > 1 or n in deps[n]:
+                        cyclic.update(comp)
+                    order.extend(comp)
+    # a rule is not regular iff it reaches a cyclic rule: walk the references backwards
+    users = {n: [] for n in deps}
+    for n, ds in deps.items():
+        for d in ds:
+            users[d].append(n)
+    bad, todo = set(cyclic), list(cyclic)
     while todo:
-        x = todo.pop()
-        if x == dst:
-            return True
-        if x not in seen:
-            seen.add(x)
-            todo.extend(deps[x])
-    return False
+        for u in users[todo.pop()]:
+            if u not in bad:
+                bad.add(u)
+                todo.append(u)
+    return {n: n not in bad for n in deps}, order

@@ -6,7 +6,8 @@ is expanded exactly as Lark expands it; we then translate its flat rules and
 terminal patterns.  Lark errors become :class:`GrammarError` with line/column.
 
 Semantics: those of :mod:`structgen.cfg.grammar` — Lark's Earley parser with
-``lexer="dynamic_complete"`` (every lexing, ``%ignore`` between lexemes).
+``lexer="dynamic_complete"`` (every lexing of rule terminals; each ``%ignore``d lexeme between
+them the longest match of its terminal).
 Terminal priorities only rank parses, so they do not change the language and
 are ignored.  ``%declare``d terminals (no pattern) raise :class:`Unsupported`.
 """
@@ -31,6 +32,9 @@ KNOWN_PATTERNS = {
     # /* ... */ up to the first */
     "/\\*(.|\\n)*?\\*/": r"/\*(?:[^*]|\*+[^*/])*\*+/",
     "/\\*(.|\n)*?\\*/": r"/\*(?:[^*]|\*+[^*/])*\*+/",
+    # the same comment with a lookahead inside it (lark's examples/grammars/verilog.lark; the same
+    # lexeme lengths as Lark's dynamic_complete on every string of up to 8 characters over "/*a\n")
+    "\\/\\*(\\*(?!\\/)|[^*])*\\*\\/": r"/\*(?:[^*]|\*+[^*/])*\*+/",
 }
 
 
@@ -76,6 +80,20 @@ def _definitions(text: str) -> dict:
     return out
 
 
+def _deepest_group(text: str):
+    """(line, column) of the first parenthesis at the greatest nesting depth (outside literals)."""
+    depth, best, at = 0, -1, (1, 1)
+    for m in re.finditer(r"""//[^\n]*|/(?!/)(?:\\.|[^/\\\n])+/|"(?:\\.|[^"\\\n])*"|[()\[\]]""", text):
+        c = m.group(0)
+        if c in "([":
+            depth += 1
+            if depth > best:
+                best, at = depth, _at(text, m.start())
+        elif c in ")]":
+            depth -= 1
+    return at
+
+
 def _bad_regex_position(text: str, default=(1, 1)):
     """(line, column) of the first /regex/ literal that Python's ``re`` rejects (else ``default``)."""
     for m in re.finditer(r"/((?:[^/\\\n]|\\.)+)/[imslux]*", text):
@@ -87,9 +105,46 @@ def _bad_regex_position(text: str, default=(1, 1)):
     return default
 
 
+_LEXEMES = re.compile(r"""(?P<c>//[^\n]*|\#[^\n]*)|(?P<r>/(?!/)(?:\\.|[^/\\\n])+/[imslux]*)|(?P<s>"(?:\\.|[^"\\\n])*"i?)""")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}|\\U0000[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _at(text: str, pos: int):
+    """(line, column) of offset ``pos`` in ``text``, both from 1."""
+    return text.count("\n", 0, pos) + 1, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def _empty_string_position(text: str):
+    """(line, column) of the first empty string literal ``""`` outside comments and regexes."""
+    for m in _LEXEMES.finditer(text):
+        if m.group("s") in ('""', '""i'):
+            return _at(text, m.start())
+    return None, None
+
+
+def _import_position(text: str, filename: str):
+    """(line, column) of the ``%import`` statement that names ``filename`` (``a/b.lark`` for
+    ``%import a.b...`` or ``.a.b``), else of the first ``%import``, else (None, None)."""
+    stem = filename[:-5] if filename.endswith(".lark") else filename
+    dotted = stem.replace("\\", "/").replace("/", ".")
+    first = None
+    for m in re.finditer(r"^[ \t]*%import[ \t]+\.?([\w.]+)", text, re.M):
+        pos = m.start() + len(m.group(0)) - len(m.group(0).lstrip())
+        first = first if first is not None else pos
+        path = m.group(1)
+        if path == dotted or path.startswith(dotted + "."):
+            return _at(text, pos)
+    return _at(text, first) if first is not None else (None, None)
+
+
 def _wrap_lark_error(e: Exception, text: str) -> GrammarError:
     msg = str(e).strip().split("\n")[0]
     line, col = getattr(e, "line", None), getattr(e, "column", None)
+    if (line is None or line < 0) and msg.startswith("Empty terminals are not allowed"):
+        line, col = _empty_string_position(text)
     if line is None or line < 0:
         m = re.search(r"at line (\d+) column (\d+)", str(e))
         if m:
@@ -107,12 +162,22 @@ def _wrap_lark_error(e: Exception, text: str) -> GrammarError:
     return GrammarError(f"Lark grammar: {msg}", line, col)
 
 
-def lark_to_cfg(text: str, start: str = "start") -> CFG:
+def lark_to_cfg(text: str, start: str = "start", import_paths=None, source_path=None) -> CFG:
     """Translate a Lark grammar (its ``start`` rule) into a :class:`CFG`.
 
-    Cached per (text, start) in memory and on disk (:mod:`structgen.cfg.diskcache`):
-    a repeat costs a dict lookup, a new process a file read."""
+    ``%import`` of grammar files as ``lark.Lark`` does it: ``import_paths`` (folders) are searched
+    first, then, for a relative import (``%import .csv.start``), the folder of ``source_path``
+    (the grammar's own file, when it has one), then Lark's bundled grammars (``common``...).  A
+    file not found is a :class:`GrammarError` at the ``%import``.
 
+    Cached per (text, start) in memory and on disk (:mod:`structgen.cfg.diskcache`):
+    a repeat costs a dict lookup, a new process a file read.  Grammars read with
+    ``import_paths`` or ``source_path`` are not cached (the imported files may change)."""
+    if import_paths or source_path:
+        if isinstance(import_paths, (str, bytes)) or hasattr(import_paths, "__fspath__"):
+            import_paths = [import_paths]
+        paths = [str(p) for p in (import_paths or ())]
+        return _lark_to_cfg(text, start, paths, str(source_path) if source_path else None)
     key = (text, start)
     hit = _CACHE.get(key)
     if hit is not None:
@@ -131,7 +196,7 @@ def lark_to_cfg(text: str, start: str = "start") -> CFG:
 _CACHE = caching.LRU(64, name="lark.cfg")  # (text, start) -> CFG (terminal IR nodes are immutable)
 
 
-def _lark_to_cfg(text: str, start: str) -> CFG:
+def _lark_to_cfg(text: str, start: str, import_paths=(), source_path=None) -> CFG:
     from lark.exceptions import LarkError
     from lark.load_grammar import load_grammar
 
@@ -140,10 +205,19 @@ def _lark_to_cfg(text: str, start: str) -> CFG:
     try:
         grammar = _fast_grammar(text)
         if grammar is None:
-            grammar, _ = load_grammar(text, "<string>", None, False)
+            grammar, _ = load_grammar(text, source_path or "<string>", list(import_paths), False)
         terminal_defs, rule_defs, ignore_names = grammar.compile([start], set())
     except LarkError as e:
         raise _wrap_lark_error(e, text) from None
+    except OSError as e:  # an %import whose file is nowhere on the search path
+        name = getattr(e, "filename", None) or str(e)
+        where = ", ".join(list(import_paths) + ([f"the folder of {source_path}"] if source_path else []))
+        raise GrammarError(f"Lark grammar: %import: grammar file {name!r} not found (searched: "
+                           f"{where or 'no import_paths given'}, and Lark's bundled grammars)",
+                           *_import_position(text, str(name))) from None
+    except RecursionError:
+        raise GrammarError("Lark grammar: nested too deeply for Lark's grammar loader",
+                           *_deepest_group(text)) from None
     except Exception as e:  # regex compile errors from the `re`/`regex` module
         raise GrammarError(f"Lark grammar: bad regex: {e}", *_bad_regex_position(text)) from None
 
@@ -167,6 +241,11 @@ def _lark_to_cfg(text: str, start: str) -> CFG:
         pat = t.pattern
         flags = set(pat.flags)
         where = f"terminal {name}" + (f" at line {lc[0]}, column {lc[1]}" if lc[0] else "")
+        if _SURROGATE.search(pat.value) or (pat.type != "str" and _SURROGATE_ESCAPE.search(pat.value)):
+            m = _SURROGATE_ESCAPE.search(text) or _SURROGATE.search(text)
+            raise GrammarError(f"Lark grammar: {where.split(' at line')[0]}: a surrogate code point "
+                               f"(U+D800..U+DFFF) is not a Unicode scalar value and has no UTF-8 encoding",
+                               *(_at(text, m.start()) if m else (lc if lc[0] else (1, 1))))
         if pat.type == "str":
             if flags - {"i"}:
                 raise Unsupported(f"string terminal flags {sorted(flags)}", where)

@@ -1,0 +1,217 @@
+"""Lexing semantics of Lark grammars, checked against Lark itself on every string and prefix.
+
+structgen implements Lark's Earley parser with ``lexer="dynamic_complete"``: a terminal in a rule
+may end at any length its regex allows (every lexing), while each ``%ignore``d lexeme is the
+longest match of its terminal (Lark matches ignores once, greedily, in both dynamic lexers).  On
+random small grammars (keywords that are prefixes of identifiers, ignored spaces, ``#`` and ``//``
+comments) over a 6-byte alphabet:
+
+1. every string up to ``N`` bytes: structgen accepts it iff Lark (``dynamic_complete``) parses it;
+2. every prefix up to ``N`` bytes that Lark can complete within ``N`` bytes is live in structgen;
+3. every prefix structgen keeps live has a completion (structgen's shortest) that Lark parses;
+4. the mask at every prefix is exactly the bytes that ``advance`` takes, EOS iff accepting;
+5. Lark's ``dynamic`` lexer (rule terminals greedy too) accepts a subset of structgen's language.
+"""
+from __future__ import annotations
+
+import itertools
+import random
+from collections import deque
+
+import numpy as np
+import pytest
+
+lark = pytest.importorskip("lark")
+
+import structgen as sg  # noqa: E402
+from structgen.vocab.vocabulary import Vocabulary  # noqa: E402
+
+N = 5  # every string up to N bytes
+
+
+def _vocab(alphabet: str):
+    toks = [c.encode() for c in alphabet] + [None]
+    return Vocabulary.from_bytes(toks, eos_ids=[len(alphabet)])
+
+
+def _random_grammar(rng: random.Random):
+    """(grammar text, alphabet) of a small random grammar over 6 bytes."""
+    slash = rng.random() < 0.5
+    com = "//" if slash else "#"
+    alphabet = "ab :\n" + ("/" if slash else "#")
+    name = rng.choice(["/[ab]+/", "/a[ab]*/", "/[ab]/+"])
+    kw = rng.choice(['"a"', '"ab"', '"ba"'])
+    shape = rng.choice([
+        'start: x (":" x)*\nx: NAME | KW\n',
+        'start: NAME ":" NAME\n',
+        'start: (KW | NAME)+\n',
+        'start: KW NAME | NAME ":"\n',
+        'start: KW+ NAME?\n',
+    ])
+    ignores = []
+    if rng.random() < 0.8:
+        ignores.append(rng.choice(['%ignore " "\n', '%ignore / +/\n', 'WS: " "+\n%ignore WS\n']))
+    if rng.random() < 0.8 or not ignores:
+        ignores.append(f'COMMENT: "{com}" /[^\\n]/*\n%ignore COMMENT\n')
+    if rng.random() < 0.3:
+        ignores.append('%ignore "\\n"\n')
+    text = shape + f"NAME: {name}\nKW: {kw}\n" + "".join(ignores)
+    return text, alphabet
+
+
+def _lark_accepts(parser, s: str) -> bool:
+    try:
+        parser.parse(s)
+        return True
+    except lark.exceptions.LarkError:
+        return False
+
+
+def _check(text: str, alphabet: str):
+    vocab = _vocab(alphabet)
+    eos = len(alphabet)
+    cg = sg.compile(sg.Grammar.from_lark(text), vocab)
+    complete = lark.Lark(text, parser="earley", lexer="dynamic_complete")
+    dynamic = lark.Lark(text, parser="earley", lexer="dynamic")
+    strings = ["".join(p) for n in range(N + 1) for p in itertools.product(alphabet, repeat=n)]
+    lark_ok = {s: _lark_accepts(complete, s) for s in strings}
+    lark_live = set()
+    for s, ok in lark_ok.items():
+        if ok:
+            lark_live.update(s[:i] for i in range(len(s) + 1))
+    bm = sg.allocate_bitmask(1, vocab.logits_width)
+    m = cg.matcher()
+    ids = {c: i for i, c in enumerate(alphabet)}
+    # depth-first over the prefixes structgen keeps live (and one byte past them)
+    stack = [""]
+    sg_live = {""}
+    while stack:
+        p = stack.pop()
+        m.reset()
+        assert m.advance_many([ids[c] for c in p]) if p else True
+        assert m.is_accepting() == lark_ok[p], (text, p)
+        m.fill_bitmask(bm, 0)
+        allowed = set(int(i) for i in np.flatnonzero(np.unpackbits(np.asarray(bm[0]).view(np.uint8), bitorder="little")))
+        assert (eos in allowed) == m.is_accepting(), (text, p)
+        for c in alphabet:
+            took = m.validate([ids[c]]) == 1
+            assert took == (ids[c] in allowed), (text, p, c)
+            q = p + c
+            if took:
+                sg_live.add(q)
+                if len(q) < N:
+                    stack.append(q)
+            if len(q) <= N:
+                if q in lark_live:
+                    assert took, f"{text!r}: structgen rejects {q!r}, which Lark can complete"
+                if not took:
+                    assert not lark_ok[q], (text, q)
+    # structgen's live prefixes must be completable in Lark: its shortest completion parses
+    for p in sorted(sg_live):
+        if p in lark_live:
+            continue
+        w = _shortest_completion(cg, ids, alphabet, p)
+        assert w is not None, (text, p)
+        assert _lark_accepts(complete, p + w), f"{text!r}: structgen keeps {p!r} live, Lark rejects {p + w!r}"
+    for s in strings:
+        if _lark_accepts(dynamic, s):
+            assert lark_ok[s], (text, s)
+
+
+def _shortest_completion(cg, ids, alphabet, p, limit=12):
+    m = cg.matcher()
+    todo = deque([""])
+    seen = 0
+    while todo and seen < 20000:
+        w = todo.popleft()
+        seen += 1
+        m.reset()
+        if not m.advance_many([ids[c] for c in p + w]):
+            continue
+        if m.is_accepting():
+            return w
+        if len(w) < limit:
+            todo.extend(w + c for c in alphabet)
+    return None
+
+
+@pytest.mark.parametrize("text", [
+    'start: NAME ":" NAME\nNAME: /[a-z]+/\nCOMMENT: "#" /[^\\n]/*\n%ignore COMMENT\n%ignore " "\n',
+    'start: NAME ":" NAME\nNAME: /[a-z]+/\nCOMMENT: "//" /[^\\n]/*\n%ignore COMMENT\n%ignore " "\n',
+])
+def test_ignored_comment_runs_to_the_line_end(text):
+    """The issue's case: the comment cannot stop before ``:`` (Lark rejects ``a #x:b``)."""
+    com = "#" if "#" in text.split("\n")[2] else "//"
+    vocab = Vocabulary.from_bytes([bytes([i]) for i in range(32, 127)] + [b"\n", None], eos_ids=[96])
+    cg = sg.compile(sg.Grammar.from_lark(text), vocab)
+    for mode in ("dynamic", "dynamic_complete"):
+        p = lark.Lark(text, parser="earley", lexer=mode)
+        for s in [f"a {com}x:b", f"a {com}x\n:b", "a:b", f"a: b {com}c", f"a:{com}\nb"]:
+            m = cg.matcher()
+            got = m.advance_bytes(s.encode()) and m.is_accepting()
+            assert got == _lark_accepts(p, s), (mode, s)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_grammars_match_lark_on_every_prefix(seed):
+    text, alphabet = _random_grammar(random.Random(seed))
+    _check(text, alphabet)
+
+
+@pytest.mark.parametrize("text,alphabet", [
+    # a keyword that is a prefix of an identifier: "abb" is "ab" "b" or "a" "bb" (no word boundary)
+    ('start: KW NAME\nKW: "ab"\nNAME: /[ab]+/\n%ignore " "\n', "ab :\n#"),
+    # every lexing of rule terminals (dynamic_complete): "aab" is A B with A = "a" or "aa"
+    ('start: A B\nA: /[ab]+/\nB: /[ab:]+/\n%ignore " "\n', "ab :\n#"),
+    # two ignores, each greedy on its own
+    ('start: "a" "b"\n%ignore / +/\n%ignore / :/\n', "ab :\n#"),
+    ('start: NAME+\nNAME: /[ab]+/\n%ignore /[ \\n]+/\nCOMMENT: "#" /[^\\n]/*\n%ignore COMMENT\n', "ab :\n#"),
+])
+def test_hand_written_cases_match_lark(text, alphabet):
+    _check(text, alphabet)
+
+
+def test_guard_past_the_next_terminal_is_refused():
+    """An ignored terminal whose longest match could be decided only after the next lexeme."""
+    text = 'start: "a" X\nX: "b"\nIG: /cb?bd/ | "c"\n%ignore IG\n'
+    with pytest.raises(sg.StructgenError):
+        sg.compile(sg.Grammar.from_lark(text), _vocab("abcd :"))
+
+
+def _lark_lexeme_lengths(pattern: str, s: str) -> set:
+    """The lexeme lengths Lark's dynamic_complete lexer takes for ``pattern`` at the start of ``s``."""
+    import re
+
+    rx = re.compile(pattern)
+    m = rx.match(s)
+    if not m:
+        return set()
+    out = {m.end()}
+    for j in range(1, m.end()):
+        m2 = rx.match(m.group(0)[:-j])
+        if m2:
+            out.add(m2.end())
+    return out
+
+
+def test_known_patterns_take_larks_lexemes():
+    """Each lookaround/lazy pattern mapped to a regular language gives, on every short string,
+    exactly the lexeme lengths Lark's dynamic_complete lexer gives."""
+    import re
+
+    from structgen.frontends.lark import KNOWN_PATTERNS
+
+    for pattern, regular in KNOWN_PATTERNS.items():
+        alphabet = '/*a\n' if "*" in pattern else '"\\a\n'
+        rx = re.compile(regular)
+        for n in range(1, 8):
+            for t in itertools.product(alphabet, repeat=n):
+                s = "".join(t)
+                mine = {k for k in range(1, n + 1) if rx.fullmatch(s[:k])}
+                assert mine == _lark_lexeme_lengths(pattern, s), (pattern, s)
+
+
+def test_verilog_comment_with_lookahead_compiles_and_matches_lark():
+    text = ('start: (WORD | "*" | "/")+\nWORD: /[a-z]+/\nMULTILINE_COMMENT: /\\/\\*(\\*(?!\\/)|[^*])*\\*\\//\n'
+            '%ignore MULTILINE_COMMENT\n%ignore " "\n')
+    _check(text, "a*/ \n")
