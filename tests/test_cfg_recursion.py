@@ -14,7 +14,8 @@ from structgen.cfg import CFG, compile_cfg
 from structgen.cfg import engine as cfg_engine
 from structgen.cfg.grammar import literal_terminal
 from structgen.errors import GrammarError
-from structgen.frontends import gbnf_to_cfg
+from structgen.errors import LimitExceeded
+from structgen.frontends import gbnf_to_cfg, lark_to_cfg
 from structgen.vocab.vocabulary import Vocabulary
 
 from .helpers import load_vocab
@@ -151,3 +152,88 @@ def test_rewrite_keeps_language_and_live_prefixes(monkeypatch):
                 acc = live1 and m1.is_accepting()
                 assert acc == (live2 and m2.is_accepting()) == (s.decode() in lang), (cfg.rules, s)
     assert checked >= 30 and rewritten >= 15, (checked, rewritten)
+
+
+# ------------------------------------------------------------------ a terminal that may follow itself
+WORDS = 'start: (WORD SEP?)+ NL\nWORD: /[a-z]+/\nSEP: /[ ,]+/\nNL: "\\n"\n'
+
+
+def test_word_word_frontier_and_mask_time_independent_of_word_length():
+    """``(WORD SEP?)+``: after n letters a WORD may have begun at any of them.  Lexemes of the
+    same terminal whose origins have the same future share one origin (earley.signature), and
+    masks share their predictions likewise, so the frontier and the mask stay the same size."""
+    vocab = load_vocab("llama3")
+    m = compile_cfg(lark_to_cfg(WORDS), vocab).matcher()
+    sizes, times = {}, {}
+    done = 0
+    for n in (8, 64, 512):
+        assert m.advance_bytes(b"abcdefgh" * ((n - done) // 8))
+        done = n
+        m.mask_words()
+        sizes[n] = m.chart_stats()
+        times[n] = _time(m.mask_words)
+    assert sizes[512]["frontier"] <= sizes[8]["frontier"], sizes
+    assert sizes[512]["last_set"] <= sizes[8]["last_set"] + 2, sizes
+    assert times[512] <= 3 * times[8] + 5e-3, times
+    assert m.advance_bytes(b"\n") and m.is_accepting()
+
+
+def test_word_word_language_equals_lark():
+    from lark import Lark
+
+    parser = Lark(WORDS, parser="earley", lexer="dynamic_complete")
+    cg = compile_cfg(lark_to_cfg(WORDS), TINY)
+    for k in range(1, 7):
+        for w in itertools.product("ab ,\n", repeat=k):
+            s = "".join(w)
+            try:
+                parser.parse(s)
+                want = True
+            except Exception:
+                want = False
+            m = cg.matcher()
+            assert (m.advance_bytes(s.encode()) and m.is_accepting()) == want, s
+            if want:  # every prefix of a sentence is live
+                m = cg.matcher()
+                for i in range(len(s)):
+                    assert m.advance_bytes(s[i].encode()), s[:i + 1]
+
+
+# ------------------------------------------------------------------ bounded repetitions in GBNF
+NAME_AGE = ('char ::= [^"\\\\\\x7F\\x00-\\x1F] | [\\\\] (["\\\\bfnrt] | "u" [0-9a-fA-F]{4})\n'
+            'item ::= "{" space item-name-kv "," space item-age-kv "}" space\n'
+            'item-age ::= ([0-9] | ([1-8] [0-9] | [9] [0-9]) | "1" ([0-4] [0-9] | [5] "0")) space\n'
+            'item-age-kv ::= "\\"age\\"" space ":" space item-age\n'
+            'item-name ::= "\\"" char{1,100} "\\"" space\n'
+            'item-name-kv ::= "\\"name\\"" space ":" space item-name\n'
+            'root ::= "[" space item ("," space item){9,99} "]" space\n'
+            'space ::= | " " | "\\n" [ \\t]{0,20}\n')
+
+
+def test_llama_cpp_name_age_grammar_compiles_and_is_exact():
+    """llama.cpp's README grammar is regular as a whole (one terminal of more than 100,000 DFA
+    states); the big terminal is split into parser symbols instead."""
+    import json
+    import re
+
+    cg = compile_cfg(gbnf_to_cfg(NAME_AGE), TINY)
+    item = lambda n, a: json.dumps({"name": n, "age": a}, separators=(",", ":"))
+    ok = "[" + ",".join(item(f"n{i}\u00e9", i * 15) for i in range(10)) + "]"
+    m = cg.matcher()
+    assert m.advance_bytes(ok.encode()) and m.is_accepting()
+    nine = "[" + ",".join(item("x", 1) for _ in range(9)) + "]"
+    m = cg.matcher()
+    assert m.advance_bytes(nine[:-1].encode()) and not m.advance_bytes(b"]")
+    long_name = "[" + ",".join(item("x" * (101 if i == 3 else 100), 150) for i in range(10)) + "]"
+    m = cg.matcher()
+    assert not m.advance_bytes(long_name.encode())
+    m = cg.matcher()
+    cut = long_name.index("x" * 101) + 100
+    assert m.advance_bytes(long_name[:cut].encode()) and not m.advance_bytes(b"x")
+    assert re.fullmatch(r"\[(\{.*\},){9}\{.*\}\]", ok)
+
+
+def test_big_terminal_error_names_the_rule():
+    g = gbnf_to_cfg('root ::= "x" word\nword ::= [ab]* "a" [ab]{12}\n')
+    with pytest.raises(LimitExceeded, match="root|word"):
+        compile_cfg(g, TINY, max_states=50)

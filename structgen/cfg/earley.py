@@ -137,7 +137,7 @@ ALIAS_SIGNATURE = 64
 
 
 @njit(cache=True, nogil=True)
-def _signature(items, set_off, j, sym, NN, dr_next, dr_lhs, out, syms):
+def signature(items, set_off, j, sym, NN, dr_next, dr_lhs, out, syms):
     """The items of set ``j`` a lexeme of terminal symbol ``sym`` begun at ``j`` can ever read,
     as sorted keys ``dr << 32 | (origin + 1)`` with origin ``j`` itself written as -1, in
     ``out``; returns their number (-1: too many).  Completing the lexeme reads the items of set
@@ -180,7 +180,7 @@ def _signature(items, set_off, j, sym, NN, dr_next, dr_lhs, out, syms):
 def predict_frontier_aliased(items, set_off, k, NN, dr_next, dr_lhs, gterm, tstart, fout, nf):
     """:func:`predict_frontier` for a set ``k`` made by a byte, whose frontier ``fout[:nf]`` holds the
     lexemes still going: a new lexeme of terminal ``t`` takes the origin ``j`` of such a lexeme of
-    ``t`` instead of ``k`` when the two origins have the same :func:`_signature` -- its future
+    ``t`` instead of ``k`` when the two origins have the same :func:`signature` -- its future
     (completions, predictions after it) is then the same from either, and once both lexemes
     reach the same lexer state they are one frontier entry.  Without this, a terminal that may
     follow itself (``WORD WORD`` with an optional separator between) keeps one lexeme per byte of
@@ -205,11 +205,11 @@ def predict_frontier_aliased(items, set_off, k, NN, dr_next, dr_lhs, gterm, tsta
                 if j == k or j == tried or gterm[fout[q, 0]] != t or set_off[j + 1] - set_off[j] > ALIAS_SET_ITEMS:
                     continue
                 if nk == -2:
-                    nk = _signature(items, set_off, k, s, NN, dr_next, dr_lhs, sig_k, syms)
+                    nk = signature(items, set_off, k, s, NN, dr_next, dr_lhs, sig_k, syms)
                 if nk < 0:
                     break
                 tried = j
-                nj = _signature(items, set_off, j, s, NN, dr_next, dr_lhs, sig_j, syms)
+                nj = signature(items, set_off, j, s, NN, dr_next, dr_lhs, sig_j, syms)
                 same = nj == nk
                 if same:
                     for r in range(nk):

@@ -518,10 +518,11 @@ def _normalise(cfg: CFG, max_states: int):
         if ign_node is not None:
             node = ir.seq(ir.repeat(ign_node, 0, None), node)
         try:
-            # without ignored terminals, a terminal with a big DFA is split into parser symbols
-            # (the same language: a lexeme boundary may fall anywhere between sentences' parts)
-            split = ign_node is None and _splittable(node)
-            d = _prefixed_build(node, min(max_states, SPLIT_STATES) if split else max_states)
+            # without ignored terminals, a terminal past SPLIT_STATES is split into parser symbols
+            # (the same language: a lexeme boundary may fall anywhere between sentences' parts);
+            # a smaller max_states is the user's bound on every terminal, kept as such
+            split = ign_node is None and max_states >= SPLIT_STATES and _splittable(node)
+            d = _prefixed_build(node, SPLIT_STATES if split else max_states)
         except LimitExceeded as e:
             if not split:
                 raise _named(e, cfg, t) from None
