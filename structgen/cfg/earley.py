@@ -18,6 +18,9 @@ byte), which is closed under prediction and completion (with the
 Aycock–Horspool fix for nullable nonterminals), and every terminal it expects
 starts a new lexeme at ``k``.  All lexings are explored at once, so this
 recognises exactly the language described in :mod:`structgen.cfg.grammar`.
+A new lexeme takes the origin of a lexeme of its terminal already in progress when both
+origins have the same :func:`signature` (the items its future can read), so a terminal that may
+follow itself does not keep one lexeme per byte.
 
 Grammar arrays (see :class:`structgen.cfg.engine.Tables`): dotted rules ``dr``
 with ``dr_next[dr]`` (next symbol: nonterminal ``< NN``, terminal ``NN + t``,
