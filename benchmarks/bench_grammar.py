@@ -1,8 +1,20 @@
-"""Grammar engine benchmark: compile time and per-token mask time (p50/p99/max) for the
-shipped JSON and SQL grammars on the llama3 vocabulary, with llguidance and xgrammar
-side by side when installed (same Lark text, same token sequences).
+"""Grammar engine benchmark: compile time and per-token mask time (p50/p99/max) on the llama3
+vocabulary, with llguidance and xgrammar side by side when installed (same grammar text, same
+token sequences).
 
-    python benchmarks/bench_grammar.py [--tokenizer llama3] [--grammars json,sql,c_subset] [--repeat 3]
+    python benchmarks/bench_grammar.py [--corpus NAMES] [--walks 4] [--tokens 96]   # the corpus
+    python benchmarks/bench_grammar.py --grammars json,sql,c_subset [--repeat 3]    # shipped grammars
+
+The corpus (default) is the public grammars vendored in ``benchmarks/grammars/`` (llama.cpp's GBNF,
+lark's grammars, xgrammar's JSON EBNF; sources and licences in ``benchmarks/grammars/LICENSES.md``)
+plus two spellings of a quoted string (right-recursive and starred).  Per grammar: compile time,
+then random-logit walks -- at every step structgen's mask is computed and a token is drawn
+uniformly among the allowed ones (EOS once accepting, with probability 1/8 per step) -- replayed
+token by token in llguidance and xgrammar, each timing its own masks.  A grammar an engine cannot
+load is reported as refused; a peer that rejects a token of a walk is counted (``rejects``).
+Prints a table and writes ``benchmarks/results/bench_grammar.json``.
+
+The shipped-grammar mode (``--grammars``) times fixed sentences instead:
 
 structgen's mask caches are per compiled grammar, so the first pass over the
 sentences ("cold") includes filling them; later passes are reported as "warm".  A Lark
@@ -19,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import sys
 import time
@@ -150,11 +163,213 @@ def bench_xgrammar(text, tok, seqs, repeat, width):
     return compile_s, passes
 
 
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GRAMMARS = os.path.join(HERE, "grammars")
+
+# name -> (file in benchmarks/grammars or inline text, syntax, start rule)
+CORPUS = {
+    "quoted-rr": ('root ::= "\\"" s "\\""\ns ::= "" | [^"\\\\] s\n', "gbnf", "root"),
+    "quoted-star": ('root ::= "\\"" [^"\\\\]* "\\""\n', "gbnf", "root"),
+    "llama-json": ("llama_json.gbnf", "gbnf", "root"),
+    "llama-c": ("llama_c.gbnf", "gbnf", "root"),
+    "llama-chess": ("llama_chess.gbnf", "gbnf", "root"),
+    "llama-list": ("llama_list.gbnf", "gbnf", "root"),
+    "llama-arithmetic": ("llama_arithmetic.gbnf", "gbnf", "root"),
+    "llama-name-age": ("llama_name_age.gbnf", "gbnf", "root"),
+    "xgrammar-json": ("xgrammar_json.ebnf", "gbnf", "root"),
+    "lark-csv": ("lark_csv.lark", "lark", "start"),
+    "lark-json": ("lark_json.lark", "lark", "start"),
+    "lark-lark": ("lark_lark.lark", "lark", "start"),
+    "lark-python": ("lark_python.lark", "lark", "file_input"),
+}
+
+
+def corpus_text(name):
+    src, syntax, start = CORPUS[name]
+    path = os.path.join(GRAMMARS, src)
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            src = f.read()
+    return src, syntax, start
+
+
+def stats(xs):
+    if not xs:
+        return None
+    a = np.asarray(xs) * 1e6
+    return {"p50_us": float(np.percentile(a, 50)), "p99_us": float(np.percentile(a, 99)), "max_us": float(a.max()),
+            "n": int(a.shape[0])}
+
+
+def walk_structgen(text, syntax, start, vocab, walks, tokens, seed):
+    """Compile, then sample ``walks`` random-logit walks; returns (record, token sequences)."""
+    import structgen as sg
+
+    t0 = time.perf_counter()
+    g = sg.Grammar.from_gbnf(text, start=start) if syntax == "gbnf" else sg.Grammar.from_lark(text, start=start)
+    cg = sg.compile(g, vocab, cache=False)
+    compile_s = time.perf_counter() - t0
+    rng = np.random.default_rng(seed)
+    eos = set(int(e) for e in vocab.eos_ids)
+    bm = sg.allocate_bitmask(1, vocab.logits_width)
+    masks, advances, seqs = [], [], []
+    for _ in range(walks):
+        m = cg.matcher()
+        seq = []
+        for _ in range(tokens):
+            t1 = time.perf_counter()
+            m.fill_bitmask(bm, 0)
+            masks.append(time.perf_counter() - t1)
+            w = np.ascontiguousarray(bm[0].numpy() if hasattr(bm, "numpy") else bm[0])
+            allowed = np.flatnonzero(np.unpackbits(w.view(np.uint8), bitorder="little"))
+            allowed = allowed[allowed < vocab.logits_width]
+            normal = np.array([t for t in allowed.tolist() if t not in eos], np.int64) if m.is_accepting() else allowed
+            if normal.size == 0 or (m.is_accepting() and rng.random() < 1 / 8):
+                break
+            t = int(normal[rng.integers(normal.size)])
+            t1 = time.perf_counter()
+            ok = m.advance(t)
+            advances.append(time.perf_counter() - t1)
+            assert ok, "structgen refused a token of its own mask"
+            seq.append(t)
+        seqs.append(seq)
+    rec = {"compile_ms": compile_s * 1e3, "mask": stats(masks), "advance": stats(advances),
+           "tokens": sum(len(q) for q in seqs)}
+    return rec, seqs
+
+
+BUDGET_S = 15.0  # per engine and grammar: walks started after it are skipped
+
+
+def replay(make, seqs):
+    """``make()`` -> (fill(), consume(t) -> bool); mask times over the walks, and rejects."""
+    masks, rejects = [], 0
+    stop = time.perf_counter() + BUDGET_S
+    for seq in seqs:
+        if time.perf_counter() > stop:  # a peer that takes seconds per mask: its first walks only
+            break
+        fill, consume = make()
+        for t in seq:
+            t1 = time.perf_counter()
+            fill()
+            masks.append(time.perf_counter() - t1)
+            if not consume(t):
+                rejects += 1
+                break
+    return {"mask": stats(masks), "rejects": rejects}
+
+
+def peer_llguidance(text, syntax, start, tok, width, eos, seqs):
+    import llguidance
+    import llguidance.hf
+    import llguidance.numpy as lln
+
+    lltok = getattr(peer_llguidance, "tok", None)
+    if lltok is None:
+        lltok = peer_llguidance.tok = llguidance.hf.from_tokenizer(tok, n_vocab=width, eos_token=eos)
+    t0 = time.perf_counter()
+    if syntax == "gbnf":  # llguidance's own converter (counted in its compile time)
+        from llguidance.gbnf_to_lark import gbnf_to_lark
+
+        text = gbnf_to_lark(text)
+    elif start != "start":
+        text = f"start: {start}\n" + text
+    grammar = llguidance.LLMatcher.grammar_from_lark(text)
+    first = llguidance.LLMatcher(lltok, grammar, log_level=0)
+    compile_s = time.perf_counter() - t0
+    if first.is_error():
+        raise RuntimeError(first.get_error())
+    bm = lln.allocate_token_bitmask(1, lltok.vocab_size)
+    box = [first]
+
+    def make():
+        m = box.pop() if box else llguidance.LLMatcher(lltok, grammar, log_level=0)
+        return (lambda: lln.fill_next_token_bitmask(m, bm, 0)), (lambda t: bool(m.consume_token(t)) and not m.is_error())
+
+    rec = replay(make, seqs)
+    rec["compile_ms"] = compile_s * 1e3
+    return rec
+
+
+def peer_xgrammar(text, syntax, start, tok, width, eos, seqs):
+    import xgrammar as xgr
+
+    comp = getattr(peer_xgrammar, "comp", None)
+    if comp is None:
+        info = xgr.TokenizerInfo.from_huggingface(tok, vocab_size=width, stop_token_ids=[eos])
+        comp = peer_xgrammar.comp = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
+    t0 = time.perf_counter()
+    if syntax == "gbnf":
+        cg = comp.compile_grammar(text, root_rule_name=start)
+    else:
+        cg = comp.compile_grammar(xgr.Grammar.from_lark(text if start == "start" else f"start: {start}\n" + text))
+    compile_s = time.perf_counter() - t0
+    bm = xgr.allocate_token_bitmask(1, width)
+
+    def make():
+        m = xgr.GrammarMatcher(cg)
+        return (lambda: m.fill_next_token_bitmask(bm)), (lambda t: bool(m.accept_token(t)))
+
+    rec = replay(make, seqs)
+    rec["compile_ms"] = compile_s * 1e3
+    return rec
+
+
+def _fmt(rec):
+    if rec is None:
+        return "-"
+    if "refused" in rec:
+        return "refused"
+    m = rec["mask"] or {}
+    return (f"{rec['compile_ms']:8.1f} ms {m.get('p50_us', 0):8.1f} {m.get('p99_us', 0):9.1f} {m.get('max_us', 0):9.1f}"
+            + (f"  rejects {rec['rejects']}" if rec.get("rejects") else ""))
+
+
+def run_corpus(args, vocab, tok):
+    names = list(CORPUS) if args.corpus == "all" else args.corpus.split(",")
+    eos = int(vocab.eos_ids[0])
+    out = {"tokenizer": args.tokenizer, "walks": args.walks, "tokens": args.tokens, "seed": args.seed, "grammars": {}}
+    print(f"\n{'grammar':<17} {'engine':<11} {'compile':>11} {'p50 us':>8} {'p99 us':>9} {'max us':>9}")
+    for name in names:
+        text, syntax, start = corpus_text(name)
+        res = {}
+        try:
+            rec, seqs = walk_structgen(text, syntax, start, vocab, args.walks, args.tokens, args.seed)
+        except Exception as e:  # refused: report it, go on
+            rec, seqs = {"refused": f"{type(e).__name__}: {str(e)[:200]}"}, None
+        res["structgen"] = rec
+        for label, fn in (("llguidance", peer_llguidance), ("xgrammar", peer_xgrammar)):
+            if seqs is None or label not in args.peers:
+                continue
+            try:
+                res[label] = fn(text, syntax, start, tok, vocab.logits_width, eos, seqs)
+            except ImportError:
+                continue
+            except Exception as e:
+                res[label] = {"refused": f"{type(e).__name__}: {str(e)[:200]}"}
+        out["grammars"][name] = res
+        for label, rec in res.items():
+            line = _fmt(rec)
+            print(f"{name:<17} {label:<11} {line}" + (f"  ({rec['refused'][:90]})" if "refused" in rec else ""))
+        sys.stdout.flush()
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    path = os.path.join(HERE, "results", "bench_grammar.json")
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1)
+    print(f"\nwrote {path}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokenizer", default="llama3")
-    ap.add_argument("--grammars", default="json,sql,c_subset")
+    ap.add_argument("--grammars", default=None, help="shipped grammars with fixed sentences (json,sql,c_subset)")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--corpus", default="all", help="comma-separated names of CORPUS, or all")
+    ap.add_argument("--walks", type=int, default=4)
+    ap.add_argument("--tokens", type=int, default=96)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--peers", default="llguidance,xgrammar")
     args = ap.parse_args()
 
     from structgen import grammars
@@ -176,6 +391,8 @@ def main():
     # over them lands inside a timed compile
     gc.collect()
     gc.freeze()
+    if args.grammars is None:
+        return run_corpus(args, vocab, tok)
     for name in args.grammars.split(","):
         text = grammars.load(name)
         seqs = [vocab.encode(s) for s in SENTENCES[name]]

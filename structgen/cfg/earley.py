@@ -18,6 +18,9 @@ byte), which is closed under prediction and completion (with the
 Aycock–Horspool fix for nullable nonterminals), and every terminal it expects
 starts a new lexeme at ``k``.  All lexings are explored at once, so this
 recognises exactly the language described in :mod:`structgen.cfg.grammar`.
+A new lexeme takes the origin of a lexeme of its terminal already in progress when both
+origins have the same :func:`signature` (the items its future can read), so a terminal that may
+follow itself does not keep one lexeme per byte.
 
 Grammar arrays (see :class:`structgen.cfg.engine.Tables`): dotted rules ``dr``
 with ``dr_next[dr]`` (next symbol: nonterminal ``< NN``, terminal ``NN + t``,
@@ -32,6 +35,7 @@ retries (nothing is committed before a step succeeds).
 """
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 OVERFLOW = -1
@@ -129,6 +133,109 @@ def predict_frontier(items, set_off, k, NN, dr_next, tstart, fout, nf):
     return nf
 
 
+# origin aliasing (see :func:`predict_frontier_aliased`): sets and signatures larger than these are
+# not compared (the comparison must stay cheaper than the lexeme it saves)
+ALIAS_SET_ITEMS = 512
+ALIAS_SIGNATURE = 64
+
+
+@njit(cache=True, nogil=True)
+def signature(items, set_off, j, sym, NN, dr_next, dr_lhs, out, syms):
+    """The items of set ``j`` a lexeme of terminal symbol ``sym`` begun at ``j`` can ever read,
+    as sorted keys ``dr << 32 | (origin + 1)`` with origin ``j`` itself written as -1, in
+    ``out``; returns their number (-1: too many).  Completing the lexeme reads the items of set
+    ``j`` waiting for ``sym``; an item among them that began at ``j`` reads set ``j`` again when
+    its rule completes (the items waiting for its left-hand side), and so on; nothing else of
+    set ``j`` is ever read for it."""
+    ns = 1
+    syms[0] = sym
+    n = 0
+    q = 0
+    while q < ns:
+        x = syms[q]
+        q += 1
+        for p in range(set_off[j], set_off[j + 1]):
+            d = items[p, 0]
+            if dr_next[d] != x:
+                continue
+            o = items[p, 1]
+            if n >= out.shape[0]:
+                return -1
+            out[n] = (np.int64(d) << 32) | np.int64(0 if o == j else o + 1)
+            n += 1
+            if o == j:
+                a = dr_lhs[d]
+                seen = False
+                for r in range(ns):
+                    if syms[r] == a:
+                        seen = True
+                        break
+                if not seen:
+                    if ns >= syms.shape[0]:
+                        return -1
+                    syms[ns] = a
+                    ns += 1
+    out[:n] = np.sort(out[:n])
+    return n
+
+
+@njit(cache=True, nogil=True)
+def predict_frontier_aliased(items, set_off, k, NN, dr_next, dr_lhs, gterm, tstart, fout, nf):
+    """:func:`predict_frontier` for a set ``k`` made by a byte, whose frontier ``fout[:nf]`` holds the
+    lexemes still going: a new lexeme of terminal ``t`` takes the origin ``j`` of such a lexeme of
+    ``t`` instead of ``k`` when the two origins have the same :func:`signature` -- its future
+    (completions, predictions after it) is then the same from either, and once both lexemes
+    reach the same lexer state they are one frontier entry.  Without this, a terminal that may
+    follow itself (``WORD WORD`` with an optional separator between) keeps one lexeme per byte of
+    the current word, and every step and mask costs the word's length."""
+    nf0 = nf
+    sig_k = np.empty(ALIAS_SIGNATURE, np.int64)
+    sig_j = np.empty(ALIAS_SIGNATURE, np.int64)
+    syms = np.empty(ALIAS_SIGNATURE, np.int32)
+    small = set_off[k + 1] - set_off[k] <= ALIAS_SET_ITEMS
+    for p in range(set_off[k], set_off[k + 1]):
+        s = dr_next[items[p, 0]]
+        if s < NN:
+            continue
+        t = s - NN
+        g = tstart[t]
+        org = k
+        if small:
+            nk = -2  # signature of (k, t) not computed yet
+            tried = -1
+            for q in range(nf0):
+                j = fout[q, 1]
+                if j == k or j == tried or gterm[fout[q, 0]] != t or set_off[j + 1] - set_off[j] > ALIAS_SET_ITEMS:
+                    continue
+                if nk == -2:
+                    nk = signature(items, set_off, k, s, NN, dr_next, dr_lhs, sig_k, syms)
+                if nk < 0:
+                    break
+                tried = j
+                nj = signature(items, set_off, j, s, NN, dr_next, dr_lhs, sig_j, syms)
+                same = nj == nk
+                if same:
+                    for r in range(nk):
+                        if sig_j[r] != sig_k[r]:
+                            same = False
+                            break
+                if same:
+                    org = j
+                    break
+        dup = False
+        for q in range(nf):
+            if fout[q, 0] == g and fout[q, 1] == org:
+                dup = True
+                break
+        if not dup:
+            if nf >= fout.shape[0]:
+                return -1
+            fout[nf, 0] = g
+            fout[nf, 1] = org
+            nf += 1
+    return nf
+
+
 @njit(cache=True, nogil=True)
 def step_byte(b, items, set_off, n_sets, fin, nfin, fout, comp,
               NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr,
@@ -193,7 +300,7 @@ def step_byte(b, items, set_off, n_sets, fin, nfin, fout, comp,
         return -1, n_sets, False
     set_off[k + 1] = n
     acc = set_accepting(items, set_off, k, final_dr)
-    nf = predict_frontier(items, set_off, k, NN, dr_next, tstart, fout, nf)
+    nf = predict_frontier_aliased(items, set_off, k, NN, dr_next, dr_lhs, gterm, tstart, fout, nf)
     if nf < 0:
         return -1, n_sets, False
     return nf, k + 1, acc

@@ -8,6 +8,8 @@ Normalisation (exact, see :mod:`structgen.cfg.grammar` for the language):
   optional trailing ``IGN+``: ignores between lexemes become part of lexemes;
 - a terminal that matches the empty string is split into ``ε | T+`` (lexemes
   always consume at least one byte), one that matches nothing is dropped;
+- right recursion of the tail form (``s ::= "" | X s``) becomes left recursion
+  (:func:`~structgen.cfg.grammar.right_to_left`), linear in an Earley chart;
 - unproductive and unreachable symbols are removed (an empty language raises
   :class:`GrammarError`).
 
@@ -34,12 +36,12 @@ from ..vocab.vocabulary import Vocabulary
 from . import diskcache
 from . import mask as mk
 from .cache import MaskCache
-from .grammar import CFG, literal_terminal, trim
+from .grammar import CFG, literal_terminal, right_to_left, trim
 from .matcher import CFGMatcher
 from .terminals import after_ignores, build, literal_dfa as _literal_dfa, literal_set_dfa
 
 _START = "$start"
-_NORM_VERSION = 2  # in the disk cache's key: 2 = ignored lexemes are longest matches
+_NORM_VERSION = 3  # in the disk cache's key: 2 = ignored lexemes are longest matches, 3 = + right recursion
 _TRAIL = "$trail"
 
 
@@ -450,6 +452,68 @@ def _embeds(cfg: CFG) -> bool:
                for n in cfg.terminals.values())
 
 
+SPLIT_STATES = 20_000  # a terminal's DFA past this many states is split into parser symbols
+
+
+def _splittable(node) -> bool:
+    return isinstance(node, (ir.Seq, ir.Alt)) and len(node.items) > 1 or (
+        isinstance(node, ir.Repeat) and (node.max is None or node.max > 1))
+
+
+def _split_terminal(t: str, node, source: dict, rules: dict, todo: list) -> tuple:
+    """The symbols of a sentence for terminal ``t`` (IR ``node``: a sequence, union or repetition)
+    with each part a new terminal ``t$k`` (added to ``source`` and ``todo``: built, or split
+    again, in turn) and unions and repetitions as new rules (``t$k`` too): ``x{m,n}`` is ``m``
+    copies of ``x`` and ``n - m`` nested options ``(x (x ...)?)?`` (one way to derive each count),
+    ``x{m,}`` a left-recursive loop."""
+    def fresh():
+        k = 0
+        while f"{t}${k}" in source or f"{t}${k}" in rules:
+            k += 1
+        return f"{t}${k}"
+
+    def part(x):
+        name = fresh()
+        source[name] = x
+        todo.append(name)
+        return name
+
+    if isinstance(node, ir.Seq):
+        return tuple(part(x) for x in node.items)
+    if isinstance(node, ir.Alt):
+        n = fresh()
+        rules[n] = [(part(x),) for x in node.items]
+        return (n,)
+    x = part(node.item)
+    out = (x,) * node.min
+    if node.max is None:
+        n = fresh()
+        rules[n] = [(), (n, x)]
+        return out + (n,)
+    opt = None
+    for _ in range(node.max - node.min):
+        n = fresh()
+        rules[n] = [(), (x,) + ((opt,) if opt else ())]
+        opt = n
+    return out + ((opt,) if opt else ())
+
+
+def _named(e: LimitExceeded, cfg: CFG, t: str) -> LimitExceeded:
+    """``e`` with the rule that uses terminal ``t`` (and its position) in its message."""
+    base = t.split("$")[0]
+    owner = base if base in cfg.rules else next(
+        (a for a, alts in cfg.rules.items() for rhs in alts if base in rhs), None)
+    what = base if owner is None else owner
+    line, col = cfg.where(what) if what in cfg.positions else cfg.where(base)
+    at = f" at line {line}, column {col}" if line is not None else ""
+    kind = "rule" if owner is not None and base not in cfg.terminals else "terminal"
+    if owner is not None and base in cfg.terminals and not base.startswith("__"):
+        label = f"terminal {base!r} (in rule {owner!r}{at})"
+    else:
+        label = f"{kind} {what!r}{at}" if kind == "terminal" else f"rule {what!r}{at}"
+    return LimitExceeded(f"{label}: {e.message}", e.limit, e.value)
+
+
 def _normalise(cfg: CFG, max_states: int):
     if _START in cfg.rules or _TRAIL in cfg.terminals:
         raise GrammarError(f"names {_START!r}/{_TRAIL!r} are reserved")
@@ -461,18 +525,34 @@ def _normalise(cfg: CFG, max_states: int):
     terminals = {}
     ign_dfas = [(n, build(cfg.terminals[n], max_states=max_states)) for n in cfg.ignore] if ign else []
     ign_dfas = [(n, d if not d.accepting[d.start] else _drop_epsilon(d)) for n, d in ign_dfas if not d.is_empty()]
-    for t in sorted(used):
-        node = cfg.terminals[t]
+    source = dict(cfg.terminals)  # grows with the parts of split terminals
+    todo = sorted(used)
+    while todo:
+        t = todo.pop()
+        node = source[t]
         if ign_node is not None:
             node = ir.seq(ir.repeat(ign_node, 0, None), node)
-            d = build(cfg.terminals[t], max_states=max_states)
+            try:
+                d = build(source[t], max_states=max_states)
+            except LimitExceeded as e:
+                raise _named(e, cfg, t) from None
             if not d.is_empty() and ign_dfas:
                 body = _drop_epsilon(d) if d.accepting[d.start] else d
                 if not body.is_empty():
                     body = after_ignores(ign_dfas, body, max_states, t)
                 d = _with_epsilon(body) if d.accepting[d.start] else body
         else:
-            d = _prefixed_build(node, max_states)
+            try:
+                # without ignored terminals, a terminal past SPLIT_STATES is split into parser symbols
+                # (the same language: a lexeme boundary may fall anywhere between sentences' parts);
+                # a smaller max_states is the user's bound on every terminal, kept as such
+                split = max_states >= SPLIT_STATES and _splittable(node)
+                d = _prefixed_build(node, SPLIT_STATES if split else max_states)
+            except LimitExceeded as e:
+                if not split:
+                    raise _named(e, cfg, t) from None
+                rules[t] = [_split_terminal(t, node, source, rules, todo)]
+                continue
         if d.is_empty():
             empty.add(t)
             terminals[t] = node
@@ -492,6 +572,7 @@ def _normalise(cfg: CFG, max_states: int):
             dfas[t] = d
             terminals[t] = node
     rules = {a: [tuple(rename.get(s, s) for s in rhs) for rhs in alts] for a, alts in rules.items()}
+    rules = right_to_left(rules, keep={cfg.start})
     start_alts = [(cfg.start,)]
     if ign_dfas:
         dt = after_ignores(ign_dfas, None, max_states)

@@ -136,3 +136,55 @@ def literal_terminal(text: str, case_insensitive: bool = False) -> ir.Node:
                 cps.add(ord(v))
         parts.append(ir.CharSet.of([(x, x) for x in cps]))
     return ir.seq(*parts) if parts else ir.EMPTY
+
+
+def right_to_left(rules: dict, keep=frozenset()) -> dict:
+    """The rules with right recursion of the tail form turned into left recursion (same language).
+
+    A nonterminal ``A`` whose alternatives either do not mention ``A`` (``beta``) or mention it
+    only as their last symbol (``alpha A``) derives ``(alpha_1 | ... | alpha_m)* (beta_1 | ...)``
+    -- by induction on derivations, also when an ``alpha`` reaches ``A`` again through other
+    rules.  It becomes ``A ::= A$rep beta_i``, ``A$rep ::= () | A$rep alpha_j``: an Earley chart
+    keeps one item for a left-recursive loop per set, where the right-recursive spelling keeps one
+    per byte generated (``s ::= "" | [^"] s`` cost time linear in the string's length at every
+    byte).  First, a nonterminal used exactly once, as the whole of an alternative of ``A`` and
+    with an alternative ending in ``A`` (the helper of ``ws ::= ([ ] ws)?`` in GBNF), is inlined
+    into ``A`` so that ``A`` takes the tail form.  ``keep``: names never inlined (the start).
+    Left recursion needs nothing: it is linear in Earley already."""
+    rules = {a: list(alts) for a, alts in rules.items()}
+    uses: dict = {}
+    for alts in rules.values():
+        for rhs in alts:
+            for s in rhs:
+                if s in rules:
+                    uses[s] = uses.get(s, 0) + 1
+    for a in list(rules):
+        alts = rules.get(a)
+        if alts is None:
+            continue
+        for _ in range(8):  # a few levels of helpers
+            new, changed = [], False
+            for rhs in alts:
+                b = rhs[0] if len(rhs) == 1 else None
+                if (b is not None and b != a and b in rules and b not in keep and uses.get(b) == 1
+                        and any(r2 and r2[-1] == a for r2 in rules[b])):
+                    new.extend(rules.pop(b))
+                    changed = True
+                else:
+                    new.append(rhs)
+            alts = rules[a] = new
+            if not changed:
+                break
+    out = {}
+    for a, alts in rules.items():
+        rec = [rhs[:-1] for rhs in alts if rhs and rhs[-1] == a and a not in rhs[:-1]]
+        base = [rhs for rhs in alts if a not in rhs]
+        if not rec or not base or len(rec) + len(base) != len(alts):
+            out[a] = alts
+            continue
+        rep = a + "$rep"
+        while rep in rules or rep in out:
+            rep += "_"
+        out[rep] = [()] + [(rep,) + alpha for alpha in dict.fromkeys(rec) if alpha]
+        out[a] = [(rep,) + beta for beta in base]
+    return out

@@ -361,6 +361,17 @@ def expand_mask(front, nfront, n_sets, items, set_off,
         nw += 1
     next_set = n_sets
     npred = 0
+    # signatures of the predictions made so far (per prediction: hash, length, terminal, offset)
+    cap = pkeys.shape[0] // 2 + 1
+    sig_h = np.empty(cap, np.int64)
+    sig_n = np.empty(cap, np.int64)
+    sig_t = np.empty(cap, np.int64)
+    sig_of = np.empty(cap, np.int64)
+    sig_k = np.empty((cap, 3), np.int64)
+    sig_pool = np.empty(1024, np.int64)
+    sig_tmp = np.empty(earley.ALIAS_SIGNATURE, np.int64)
+    sig_syms = np.empty(earley.ALIAS_SIGNATURE, np.int32)
+    nsig = 0
     nv = 0
     np_ = 0
     head = 0
@@ -430,16 +441,57 @@ def expand_mask(front, nfront, n_sets, items, set_off,
         else:
             if (np_ + 1) * 2 > pkeys.shape[0]:
                 return SCRATCH_FULL
-            k2 = next_set
-            if k2 + 2 >= set_off.shape[0]:
-                return CHART_FULL
-            pn = predict_after(t, j, items, set_off, k2, predbuf[npred:], NN, dr_next, dr_lhs, nt_ptr, nt_dr0,
-                               nullable, final_dr, tstart, mark, stampbox)
-            if pn < 0:
-                return CHART_FULL
-            po = npred
-            npred += pn
-            next_set += 1
+            # a prediction after the same terminal from an equivalent set (same signature: the same
+            # future, see earley.signature) made earlier in this mask is reused, so that the chains
+            # of boundaries of a terminal that may follow itself (WORD WORD) share their sets
+            # instead of multiplying along every path of boundaries
+            if np_ >= sig_of.shape[0]:
+                return SCRATCH_FULL
+            ns = earley.signature(items, set_off, j, NN + t, NN, dr_next, dr_lhs, sig_tmp, sig_syms)
+            k2 = -1
+            if ns >= 0:
+                h = np.int64(t) * 1000003 + ns
+                for r in range(ns):
+                    h = h * _HASH + sig_tmp[r]
+                for q in range(np_):
+                    if sig_h[q] == h and sig_n[q] == ns and sig_t[q] == t:
+                        same = True
+                        o = sig_of[q]
+                        for r in range(ns):
+                            if sig_pool[o + r] != sig_tmp[r]:
+                                same = False
+                                break
+                        if same:
+                            k2 = sig_k[q, 0]
+                            po = sig_k[q, 1]
+                            pn = sig_k[q, 2]
+                            break
+                if nsig + ns > sig_pool.shape[0]:
+                    more = np.empty(2 * (nsig + ns), np.int64)
+                    more[:nsig] = sig_pool[:nsig]
+                    sig_pool = more
+                sig_pool[nsig:nsig + ns] = sig_tmp[:ns]
+            else:
+                h = np.int64(-1)
+            sig_h[np_] = h
+            sig_n[np_] = ns
+            sig_t[np_] = t
+            sig_of[np_] = nsig
+            nsig += max(ns, 0)
+            if k2 < 0:
+                k2 = next_set
+                if k2 + 2 >= set_off.shape[0]:
+                    return CHART_FULL
+                pn = predict_after(t, j, items, set_off, k2, predbuf[npred:], NN, dr_next, dr_lhs, nt_ptr, nt_dr0,
+                                   nullable, final_dr, tstart, mark, stampbox)
+                if pn < 0:
+                    return CHART_FULL
+                po = npred
+                npred += pn
+                next_set += 1
+            sig_k[np_, 0] = k2
+            sig_k[np_, 1] = po
+            sig_k[np_, 2] = pn
             pkeys[ps] = pk
             pstamp[ps] = cur
             pval[ps, 0] = k2

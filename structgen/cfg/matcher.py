@@ -117,6 +117,8 @@ class CFGMatcher(Matcher, ByteStateView):
 
     def _step(self, data: np.ndarray):
         """(status, n_sets, frontier, acc) after ``data``; the committed state is untouched."""
+        if data.shape[0] == 0:  # (the kernel does not know the current accepting flag)
+            return 1, self._n_sets, self._front, self._acc
         for _ in range(64):
             if self._front.shape[0] > self._fcap:
                 self._grow()
@@ -165,6 +167,14 @@ class CFGMatcher(Matcher, ByteStateView):
             raise ValueError(f"cannot roll back {n} tokens; {self._node.depth} were accepted")
         if n:
             self._set_point(hist.ancestor(self._node, n))
+
+    def chart_stats(self) -> dict:
+        """Work counters of the current point: Earley ``sets``, chart ``items`` in all, items of
+        the ``last_set`` (what each step scans), lexemes in the ``frontier``."""
+        n = self._n_sets
+        so = self._set_off
+        return {"sets": int(n), "items": int(so[n]), "last_set": int(so[n] - so[n - 1]),
+                "frontier": int(self._front.shape[0])}
 
     def accepted_tokens(self) -> int:
         return self._node.depth
