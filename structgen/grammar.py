@@ -35,7 +35,9 @@ def _schema_and_text(engine: str, schema, options: dict):
     """``(engine, report, canonical JSON text of schema, schema value)``: deep schemas need the room
     of :func:`structgen.frontends.deep.call_deep` for all three (reading JSON text too)."""
     schema = parse_json_text(schema)
-    engine, result = compile_with(engine, schema, **options)
+    # time_limit bounds every automaton built while reading the schema, not only compile()'s
+    with limit_scope(options.get("time_limit")):
+        engine, result = compile_with(engine, schema, **options)
     return engine, result, json.dumps(schema, sort_keys=True, default=str), schema
 
 
@@ -122,6 +124,8 @@ class Grammar:
         """
         if engine not in ("auto", "dfa", "cfg"):
             raise OptionError(f"Grammar.from_json_schema(): engine must be 'auto', 'dfa' or 'cfg', not {engine!r}")
+        if "time_limit" in options:
+            options["time_limit"] = check_seconds(options["time_limit"], who="Grammar.from_json_schema()")
         if check_order(property_order) == "any":
             options["property_order"] = "any"
         if registry is not None:
@@ -144,20 +148,27 @@ class Grammar:
     # -- context-free front-ends --------------------------------------------------
     @classmethod
     def from_lark(cls, text: str, start: str = "start", import_paths=None, source_path=None,
-                  **unknown) -> "Grammar":
+                  time_limit: float | None = None, **unknown) -> "Grammar":
         """A grammar in Lark's syntax (rules, terminals, ``%import``, ``%ignore``).  ``import_paths``
         (folders searched for ``%import``ed grammar files, as ``lark.Lark``'s) and ``source_path``
-        (the grammar's own file: relative imports such as ``%import .csv.start`` look beside it)."""
-        check_known(unknown, ("start", "import_paths", "source_path"), "Grammar.from_lark()")
-        cfg = lark_to_cfg(text, start=start, import_paths=import_paths, source_path=source_path)
+        (the grammar's own file: relative imports such as ``%import .csv.start`` look beside it).
+        ``time_limit`` (seconds) bounds the automata built while reading it."""
+        who = "Grammar.from_lark()"
+        check_known(unknown, ("start", "import_paths", "source_path", "time_limit"), who)
+        with limit_scope(check_seconds(time_limit, who=who)):
+            cfg = lark_to_cfg(text, start=start, import_paths=import_paths, source_path=source_path)
         key = ("lark", text, start) if not (import_paths or source_path) else ("lark-cfg", cfg.key())
         return cls("cfg", cfg=cfg, key=key, source="Lark grammar")
 
     @classmethod
-    def from_gbnf(cls, text: str, start: str = "root", **unknown) -> "Grammar":
-        """A grammar in llama.cpp's GBNF syntax."""
-        check_known(unknown, ("start",), "Grammar.from_gbnf()")
-        return cls("cfg", cfg=gbnf_to_cfg(text, start=start), key=("gbnf", text, start), source="GBNF grammar")
+    def from_gbnf(cls, text: str, start: str = "root", time_limit: float | None = None, **unknown) -> "Grammar":
+        """A grammar in llama.cpp's GBNF syntax; ``time_limit`` (seconds) bounds the automata built
+        while reading it."""
+        who = "Grammar.from_gbnf()"
+        check_known(unknown, ("start", "time_limit"), who)
+        with limit_scope(check_seconds(time_limit, who=who)):
+            cfg = gbnf_to_cfg(text, start=start)
+        return cls("cfg", cfg=cfg, key=("gbnf", text, start), source="GBNF grammar")
 
     def __repr__(self) -> str:
         return f"Grammar({self.kind}, {self.source})"

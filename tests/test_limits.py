@@ -312,3 +312,29 @@ def test_seed_list_is_well_formed_and_cheap_seeds_hold(bytes_vocab):
         except StructgenError as e:
             got = type(e).__name__
         assert got == s["expect"], s
+
+
+def test_grammar_constructors_check_time_limit():
+    for bad in (float("nan"), -1, "5"):
+        with pytest.raises(sg.OptionError):
+            sg.Grammar.from_json_schema({"type": "string"}, time_limit=bad)
+        with pytest.raises(sg.OptionError):
+            sg.Grammar.from_gbnf('root ::= "a"', time_limit=bad)
+        with pytest.raises(sg.OptionError):
+            sg.Grammar.from_lark('start: "a"', time_limit=bad)
+    assert sg.Grammar.from_gbnf('root ::= "a"+', time_limit=5).kind == "cfg"
+    assert sg.Grammar.from_lark('start: "a"+', time_limit=5).kind == "cfg"
+    assert sg.Grammar.from_json_schema({"type": "string", "maxLength": 3}, time_limit=5) is not None
+
+
+def test_json_schema_time_limit_bounds_reading():
+    # the DFA attempt of a big pattern runs under the reader's deadline (then the grammar engine
+    # or a named LimitExceeded takes over), well inside limit x 1.1 + 1 s
+    import time
+    t0 = time.perf_counter()
+    try:
+        sg.Grammar.from_json_schema({"type": "string", "pattern": "^(x{1,300}){1,300}$"}, engine="dfa",
+                                    time_limit=1.0)
+    except sg.LimitExceeded:
+        pass
+    assert time.perf_counter() - t0 <= 1.0 * 1.1 + 1 + 1.0   # + the kernels' first load
