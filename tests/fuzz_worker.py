@@ -12,7 +12,7 @@ A *case* is a dict ``{"kind": "regex"|"json_schema"|"gbnf"|"lark"|"api", "input"
   and ``{"$gen": NAME, ...}`` for inputs too big or too deep to write (see :data:`GENERATORS`).
 - ``options``: ``vocab`` (``"tiny"``, the default: 256 bytes + a few pieces, or a fixture
   tokenizer such as ``"llama3"``), ``limit`` (seconds; default ``time_limit`` or 10),
-  ``time_limit`` / ``max_states`` (given to ``compile()`` and to the front end when it takes
+  ``time_limit`` / ``max_states`` / ``max_nfa_states`` / ``max_memory`` (given to ``compile()`` and to the front end when it takes
   them), ``compile`` / ``front`` (explicit keyword dicts), ``parse_float: "Decimal"`` (a
   schema text loaded with Decimal floats); any other key goes to the front end.
 - ``expect``: ``"ok"``, the name of an error class (the raised error must be a
@@ -159,7 +159,7 @@ def tiny_model():
     return _MODEL["model"], _MODEL["tokenizer"]
 
 
-_COMPILE_KEYS = ("time_limit", "max_states")
+_COMPILE_KEYS = ("time_limit", "max_states", "max_nfa_states", "max_memory")
 _FRONT_SKIP = ("vocab", "limit", "compile", "front", "parse_float") + _COMPILE_KEYS
 
 

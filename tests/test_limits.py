@@ -44,7 +44,7 @@ def bytes_vocab():
 # that did not report fail as hangs.
 HOSTILE = ["(x{1,1000}){1,1000}", "(?:a{0,1000}){0,1000}", "(x{1,300}){1,300}"]
 LIMIT = 2.0
-_LARK = 'start: "a" X\nX: /(x{1,300}){1,300}/\n'
+_LARK = 'start: "a" X\nX: /(x{1,300}){1,300}/\n%ignore " "\n'   # an ignore: the terminal stays one DFA
 HEAVY = {
     **{f"hostile {p}": f"sg.compile(sg.Grammar.from_regex({p!r}), vocab, time_limit={LIMIT}, cache=False)"
        for p in HOSTILE},

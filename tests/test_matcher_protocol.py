@@ -404,7 +404,7 @@ def test_fill_bitmasks_checks_the_bitmask(tiny):
     bad = [torch.zeros((2, words), dtype=torch.int32), torch.zeros((3, words + 1), dtype=torch.int32),
            torch.zeros((3, words), dtype=torch.int64), np.zeros((3, words), np.uint32), torch.zeros(3 * words)]
     for b in bad:
-        with pytest.raises(ValueError, match=rf"int32 bitmask of shape \[>= 3, {words}\]"):
+        with pytest.raises(ValueError, match=rf"int32 bitmask of shape \(>= 3, {words}\)"):
             sg.fill_bitmasks(ms, b)
     with pytest.raises(TypeError):
         sg.fill_bitmasks(ms, [[0] * words] * 3)
