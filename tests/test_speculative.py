@@ -15,7 +15,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 import structgen as sg
 from structgen.decoding.autoregressive import Row, decode, sampling_probs
-from structgen.decoding.drafts import lookup_continuation
+from structgen.decoding.drafts import lookup_continuation, lookup_firsts
 from structgen.decoding.speculative import Speculative, speculative_decode
 from structgen.errors import OptionError
 from structgen.kernels.bitmask import allocate_bitmask, apply_bitmask_
@@ -153,18 +153,19 @@ def chi_square_p(counts, dist):
     return chisquare(obs, exp).pvalue
 
 
-CASES = [("regex", True, 0, False), ("regex", False, 0, True), ("json", True, 0, False), ("lark", False, 2, True)]
+CASES = [("regex", True, 0, False, 1), ("regex", False, 0, True, 3), ("json", True, 0, False, 1),
+         ("lark", False, 2, True, 2)]
 
 
-@pytest.mark.parametrize("kind,ff,top_k,adaptive", CASES)
-def test_lossless_against_enumeration(tiny, models, kind, ff, top_k, adaptive):
+@pytest.mark.parametrize("kind,ff,top_k,adaptive,width", CASES)
+def test_lossless_against_enumeration(tiny, models, kind, ff, top_k, adaptive, width):
     """≥ 5,000 speculative samples (draft model + prompt lookup + grammar drafts) follow the exact
     masked-sampling distribution; accepting every valid draft without the correction does not."""
     target, draft = models
     cg = sg.compile(CONSTRAINTS[kind][0](), tiny)
     dist = exact_distribution(target, tiny, cg, PROMPT, 1.0, 8, ff, top_k)
     assert abs(sum(dist.values()) - 1.0) < 1e-4
-    spec = Speculative(draft_model=draft, num_draft_tokens=3, adaptive=adaptive)
+    spec = Speculative(draft_model=draft, num_draft_tokens=3, adaptive=adaptive, tree_width=width)
     counts = speculative_samples(target, tiny, cg, spec, 5000, 1.0, 8, ff, seed=1, top_k=top_k)
     assert set(counts) <= {k for k, v in dist.items() if v > 0}, "a sample outside the support"
     p = chi_square_p(counts, dist)
@@ -205,7 +206,8 @@ def test_greedy_equals_autoregressive_tiny(tiny, models, ff):
     for kind, (build, _) in CONSTRAINTS.items():
         cg = sg.compile(build(), tiny)
         for spec in (Speculative(), Speculative(draft_model=draft), Speculative(draft_model=draft, adaptive=False,
-                                                                                num_draft_tokens=2)):
+                                                                                num_draft_tokens=2),
+                     Speculative(tree_width=3), Speculative(tree_width=2, draft_model=draft)):
             for max_new in (1, 3, 40):
                 ar = [Row(list(PROMPT[:n]), cg.matcher()) for n in range(1, len(PROMPT) + 1)]
                 decode(target, ar, tiny, max_new_tokens=max_new, fast_forward=ff)
@@ -232,6 +234,26 @@ def test_counts_and_passes(tiny, models):
     assert sp[0].draft_accepted["prompt_lookup"] <= sp[0].draft_proposed["prompt_lookup"]
 
 
+def test_tree_uses_fewer_passes(tiny, models):
+    """A prompt with several continuations of the same n-gram: a tree of width 3 tries them
+    together and needs fewer target passes than a chain, with the same greedy output."""
+    target, _ = models
+    cg = sg.compile(sg.Grammar.from_regex(r"(a|b|x|y|,)+"), tiny)
+    prompt = [0, 1, 5, 0, 4, 5, 0, 10, 5, 0, 1, 5, 0]
+    outs = {}
+    for w in (1, 3):
+        rows = [Row(list(prompt), cg.matcher())]
+        speculative_decode(target, rows, tiny, Speculative(tree_width=w), max_new_tokens=30)
+        outs[w] = rows[0]
+    assert outs[1].output_ids == outs[3].output_ids
+    assert outs[3].forward_passes <= outs[1].forward_passes
+
+
+def test_lookup_firsts():
+    assert lookup_firsts([1, 2, 1, 3, 1, 2, 1], 2, 1, 4) == [3, 2]
+    assert lookup_firsts([5, 6, 7], 3, 1, 2) == []
+
+
 def test_lookup_continuation():
     assert lookup_continuation([1, 2, 3, 9, 1, 2], 3, 1, 4) == [3, 9, 1, 2]
     assert lookup_continuation([5, 6, 7], 3, 1, 2) == []
@@ -240,7 +262,7 @@ def test_lookup_continuation():
 
 
 def test_options_refused():
-    for bad in ({"num_draft_tokens": 0}, {"tree_width": 2}, {"max_ngram": 1, "min_ngram": 2},
+    for bad in ({"num_draft_tokens": 0}, {"tree_width": 0}, {"max_ngram": 1, "min_ngram": 2},
                 {"draft_model": "llama"}, {"num_draft_tokens": 2.5}):
         with pytest.raises(OptionError):
             Speculative(**bad)
@@ -277,7 +299,7 @@ def test_greedy_equals_autoregressive_llama3(llama3_setup):
     prompts = [tok.encode(p) for p in LLAMA_PROMPTS]
     configs = [Speculative(prompt_lookup=False, grammar=False), Speculative(grammar=False),
                Speculative(prompt_lookup=False), Speculative(prompt_lookup=False, grammar=False, draft_model=draft),
-               Speculative(draft_model=draft)]
+               Speculative(draft_model=draft), Speculative(draft_model=draft, tree_width=3)]
     pairs = 0
     for build in LLAMA_CONSTRAINTS:
         cg = sg.compile(build(), vocab)

@@ -20,7 +20,7 @@ import torch
 
 from ..runtime.protocol import Matcher
 
-__all__ = ["Slot", "Plan", "lookup_continuation", "SOURCES"]
+__all__ = ["Slot", "Plan", "lookup_continuation", "lookup_firsts", "SOURCES"]
 
 SOURCES = ("draft_model", "prompt_lookup", "grammar")
 
@@ -43,6 +43,28 @@ def lookup_continuation(context, max_ngram: int = 3, min_ngram: int = 1, max_tok
             start = int(hits[-1]) + n
             return ctx[start:start + max_tokens].tolist()
     return []
+
+
+def lookup_firsts(context, max_ngram: int = 3, min_ngram: int = 1, count: int = 4) -> list[int]:
+    """Up to ``count`` distinct tokens that followed earlier occurrences of the context's suffix
+    n-grams: longer n-grams first, then the most recent occurrence first."""
+    ctx = np.asarray(context, dtype=np.int64)
+    n_ctx = len(ctx)
+    out: list[int] = []
+    for n in range(min(max_ngram, n_ctx - 1), min_ngram - 1, -1):
+        if n < 1:
+            break
+        starts = n_ctx - n
+        ok = ctx[:starts] == ctx[n_ctx - n]
+        for j in range(1, n):
+            ok &= ctx[j:starts + j] == ctx[n_ctx - n + j]
+        for h in np.flatnonzero(ok)[::-1].tolist():
+            t = int(ctx[h + n])
+            if t not in out:
+                out.append(t)
+                if len(out) >= count:
+                    return out
+    return out
 
 
 @dataclass

@@ -26,6 +26,10 @@ class CausalLM:
         self.keep_last = "logits_to_keep" in params
         self.device = next(model.parameters()).device
 
+    @property
+    def dtype(self):
+        return next(self.model.parameters()).dtype
+
     def forward(self, ids, attention_mask, position_ids, cache, keep: int = 1):
         """Float logits ``[B, keep, V]`` of the last ``keep`` positions, and the new cache."""
         kw = {"input_ids": ids, "attention_mask": attention_mask, "position_ids": position_ids,
@@ -112,3 +116,65 @@ class Lane:
         logits, self.cache = self.lm.forward(ids.to(dev), self.attn.to(dev), pos.to(dev), self.cache, keep=k_all)
         self.passes += 1
         return {i: logits[i, k_all - per[i]:] for i in chunks}
+
+    def feed_tree(self, chunks: dict[int, tuple[list[int], list[int], list[int]]]) -> dict[int, torch.Tensor]:
+        """One pass over ``chunks[i] = (tail, tree_tokens, parents)``: the tail is appended to row
+        ``i`` as by :meth:`feed`; the tree's tokens attend to the row, the tail and their own
+        ancestors only (``parents[k]``: block index of token k's predecessor, -1 = the tail's
+        last), with positions by depth.  Tree tokens are held as holes until :meth:`keep_path`.
+        Returns ``{i: logits [1 + len(tree_tokens), V]}``: the tail's last position, then each
+        tree token's.  Needs a model taking 4-D float attention masks (eager or SDPA attention)."""
+        chunks = {i: c for i, c in chunks.items() if c[0] or c[1]}
+        width = max(len(t) + len(tr) for t, tr, _ in chunks.values())
+        n, base = self.n, self.attn.shape[1]
+        ids = torch.full((n, width), self.pad, dtype=torch.long)
+        step = torch.zeros((n, width), dtype=torch.long)
+        pos = torch.zeros((n, width), dtype=torch.long)
+        block = torch.eye(width, dtype=torch.bool).unsqueeze(0).repeat(n, 1, 1)   # padding sees itself
+        past = torch.zeros((n, width, base), dtype=torch.bool)
+        self.tree_cols = {}
+        for i, (tail, tree, parents) in chunks.items():
+            L = len(tail) + len(tree)
+            off = width - L
+            start = len(self.toks[i])
+            ids[i, off:] = torch.tensor(list(tail) + list(tree), dtype=torch.long)
+            step[i, off:off + len(tail)] = 1
+            past[i, off:, :] = self.attn[i].bool().unsqueeze(0)
+            for j in range(len(tail)):
+                pos[i, off + j] = start + j
+                block[i, off + j, off:off + j + 1] = True
+            depth = []
+            for k, p in enumerate(parents):
+                d = 0 if p < 0 else depth[p] + 1
+                depth.append(d)
+                q = off + len(tail) + k
+                pos[i, q] = start + len(tail) + d
+                block[i, q, off:off + len(tail)] = True
+                a = k
+                while a >= 0:   # the token itself and its ancestors
+                    block[i, q, off + len(tail) + a] = True
+                    a = parents[a]
+            self.toks[i].extend(tail)
+            self.cols[i].extend(range(base + off, base + off + len(tail)))
+            self.tree_cols[i] = (base + off + len(tail), list(tree))
+        self.attn = torch.cat([self.attn, step], dim=1)
+        full = torch.cat([past, block], dim=2).unsqueeze(1)
+        dtype = self.lm.dtype
+        mask = torch.zeros(full.shape, dtype=dtype).masked_fill(~full, torch.finfo(dtype).min)
+        dev = self.lm.device
+        logits, self.cache = self.lm.forward(ids.to(dev), mask.to(dev), pos.to(dev), self.cache, keep=width)
+        self.passes += 1
+        out = {}
+        for i, (tail, tree, _) in chunks.items():
+            k = len(tree) + 1
+            out[i] = logits[i, width - k:]
+        return out
+
+    def keep_path(self, i: int, path: list[int]) -> None:
+        """After :meth:`feed_tree`: row ``i`` holds the tree tokens at block indices ``path``
+        (root to leaf, in order); the other tree tokens stay holes."""
+        first, tree = self.tree_cols.get(i, (0, []))
+        for k in path:
+            self.attn[i, first + k] = 1
+            self.toks[i].append(tree[k])
+            self.cols[i].append(first + k)

@@ -41,9 +41,10 @@ import numpy as np
 import torch
 
 from ..errors import OptionError, StructgenError
-from ..kernels.bitmask import allocate_bitmask, apply_bitmask_, bitmask_words, set_bits
+from ..kernels.bitmask import apply_bitmask_, bitmask_words, set_bits
 from .autoregressive import DecodeStats, Row, sampling_probs
-from .drafts import SOURCES, Plan, lookup_continuation
+from .draft_tree import DraftTree
+from .drafts import SOURCES, Plan, lookup_continuation, lookup_firsts
 from .model import Lane
 
 __all__ = ["Speculative", "speculative_decode", "speculative_decode_steps", "exact_acceptance"]
@@ -57,8 +58,9 @@ class Speculative:
     drafts).  ``prompt_lookup`` / ``grammar``: the deterministic sources.  ``num_draft_tokens``:
     drafts per step to start with; with ``adaptive`` the count grows by 2 after a step whose
     drafts were all accepted and shrinks by 1 after a rejection, within 1..``max_draft_tokens``.
-    ``tree_width``: candidate branches per step; only 1 (a chain) is implemented, larger
-    values are refused.  ``max_ngram`` / ``min_ngram``: n-gram lengths prompt lookup matches.
+    ``tree_width``: candidate branches per step: 1 verifies one chain; more adds branches opened
+    by other prompt-lookup continuations, merged into a token tree that one tree-attention pass
+    verifies (the model must take 4-D attention masks: eager or SDPA attention).  ``max_ngram`` / ``min_ngram``: n-gram lengths prompt lookup matches.
     """
 
     draft_model: Any = None
@@ -76,9 +78,6 @@ class Speculative:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise OptionError(f"Speculative({name}=...) must be an integer >= 1, not {v!r}")
-        if self.tree_width != 1:
-            raise OptionError(f"Speculative(tree_width={self.tree_width}): only chains (tree_width=1) are "
-                              f"implemented; merge sources into one chain instead")
         if self.min_ngram > self.max_ngram:
             raise OptionError(f"Speculative: min_ngram={self.min_ngram} > max_ngram={self.max_ngram}")
         if self.draft_model is not None and not callable(getattr(self.draft_model, "forward", None)):
@@ -184,6 +183,13 @@ class _Decoder:
         if m is not None and torch.equal(plan.bitmask[0], self.eos_row):
             r.finish_reason = "stop"   # only EOS is left: done without another pass
             return None
+        self.extend(i, plan)
+        return plan
+
+    def extend(self, i: int, plan: Plan) -> None:
+        """Add deterministic drafts (grammar, prompt lookup) to ``plan`` up to the row's budget."""
+        r = self.rows[i]
+        m = r.matcher
         budget = min(self.k[i], self.room(r) - 1)
         ctx = self.context(r)
         while plan.drafts < budget and not plan.closed:
@@ -198,7 +204,6 @@ class _Decoder:
                                                                          max_forced=room - 1):
                     continue
             break
-        return plan
 
     def model_drafts(self, plans: dict[int, Plan]) -> None:
         """Extend the plans with draft-model tokens, one batched draft pass per token."""
@@ -251,6 +256,8 @@ class _Decoder:
         if self.draft is not None:
             self.model_drafts(plans)
         self.stats.mask_seconds += time.perf_counter() - t0
+        if self.spec.tree_width > 1:
+            return self.step_tree(plans)
         # one target pass over every row's new tokens and chain
         t0 = time.perf_counter()
         chains = {i: p.chain() for i, p in plans.items()}
@@ -299,6 +306,116 @@ class _Decoder:
         self.stats.sample_seconds += time.perf_counter() - t1
         return events
 
+    def alternatives(self, i: int, main: Plan) -> list[Plan]:
+        """Up to ``tree_width - 1`` more plans for row ``i``, each opened by another token that
+        followed an earlier occurrence of the context's last n-gram (then extended as usual)."""
+        r = self.rows[i]
+        taken = {main.slots[0].token}
+        out = []
+        for t in lookup_firsts(self.context(r), self.spec.max_ngram, self.spec.min_ngram, self.spec.tree_width + 1):
+            if len(out) >= self.spec.tree_width - 1:
+                break
+            if t in taken or t in self.eos_set:
+                continue
+            taken.add(t)
+            bm = torch.zeros((self.k[i] + 2, self.words), dtype=torch.int32) if r.matcher is not None else None
+            p = Plan(r.matcher, bm, self.eos, self.fast_forward)
+            if p.propose(int(t), "prompt_lookup", max_forced=self.room(r) - 1):
+                self.extend(i, p)
+                out.append(p)
+            p.rewind(0)
+        return out
+
+    def step_tree(self, plans: dict[int, Plan]):
+        """Verify each row's plans merged into a token tree, in one tree-attention pass."""
+        t0 = time.perf_counter()
+        trees = {}
+        for i, p in plans.items():
+            p.rewind(0)
+            trees[i] = DraftTree([p] + self.alternatives(i, p), self.eos)
+        self.stats.mask_seconds += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        chunks = {}
+        for i, tree in trees.items():
+            ctx = self.context(self.rows[i])
+            tail = self.target.sync(i, ctx)
+            if not tail:
+                self.target.truncate(i, len(ctx) - 1)
+                tail = ctx[-1:]
+            chunks[i] = (tail, *tree.flatten())
+        out = self.target.feed_tree(chunks)
+        for i in trees:
+            self.rows[i].forward_passes += 1
+        self.stats.forward_passes += 1
+        self.stats.steps += 1
+        self.stats.forward_seconds += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        index, rows_lg, rows_bm = {}, [], []
+        for i, tree in trees.items():
+            for node in tree.nodes():
+                if node.ends:
+                    continue
+                index[(i, id(node))] = len(rows_lg)
+                rows_lg.append(out[i][node.pos + 1])
+                rows_bm.append(node.mask if node.mask is not None else torch.full((self.words,), -1, dtype=torch.int32))
+        z = _width(torch.stack(rows_lg).to("cpu"), self.width)
+        lse_all = torch.logsumexp(z, dim=-1)
+        apply_bitmask_(z, torch.stack(rows_bm))
+        log_z = (torch.logsumexp(z, dim=-1) - lse_all).tolist()
+        best, probs = (z.argmax(-1).tolist(), None) if self.greedy else \
+            (None, sampling_probs(z, self.temperature, self.top_k, self.top_p))
+        self.stats.mask_seconds += time.perf_counter() - t0
+        events = []
+        for i, tree in trees.items():
+            new = self.verify_tree(i, tree, index, best, probs, log_z)
+            if new:
+                events.append((i, new))
+        return events
+
+    def verify_tree(self, i: int, tree: DraftTree, index, best, probs, log_z) -> list[int]:
+        r = self.rows[i]
+        m = r.matcher
+        for e in tree.edges():
+            r.draft_proposed[e.source] = r.draft_proposed.get(e.source, 0) + 1
+        node, path, taken, new, ended, accepted = tree.root, [], [], None, False, 0
+        while True:
+            g = index[(i, id(node))]
+            if m is not None:
+                r.log_kept_mass.append(log_z[g])
+            chosen = None
+            if self.greedy:
+                chosen = next((e for e in node.edges if e.token == best[g]), None)
+                if chosen is None:
+                    new = best[g]
+            else:
+                rest = probs[g]
+                for e in node.edges:
+                    if self.accept(rest, e.q, e.token, self.generator):
+                        chosen = e
+                        break
+                    rest = _residual(rest, e.q, e.token)
+                if chosen is None:
+                    new = int(torch.multinomial(rest, 1, generator=self.generator))
+            if chosen is None:
+                break
+            accepted += 1
+            r.draft_accepted[chosen.source] = r.draft_accepted.get(chosen.source, 0) + 1
+            path.extend(range(chosen.first, chosen.first + 1 + len(chosen.after)))
+            for t in [chosen.token] + chosen.after:
+                if m is not None and not m.advance(t):
+                    raise StructgenError(f"internal error: the matcher rejected accepted draft token {t} (row {i})")
+            if chosen.token in self.eos_set:
+                ended = True
+                break
+            taken.append(chosen.token)
+            taken.extend(chosen.after)
+            r.forced += len(chosen.after)
+            node = chosen.child
+        r.sampled += accepted + (1 if new is not None else 0)
+        self.target.keep_path(i, path)
+        self.adapt(i, tree.depth(), accepted)
+        return self.commit(i, taken, new, ended)
+
     def verify(self, i: int, plan: Plan, index, best, probs, log_z, old_len: int) -> list[int]:
         """Accept a prefix of row ``i``'s chain, add the target's token, commit; returns what
         the row's output gained."""
@@ -342,6 +459,25 @@ class _Decoder:
         r.sampled += accepted + (1 if new is not None else 0)
         plan.rewind(keep_steps)
         self.target.truncate(i, old_len + fed)
+        model_prop = sum(1 for x in plan.slots if x.source == "draft_model")
+        if model_prop:
+            model_acc = sum(1 for x in plan.slots[:accepted] if x.source == "draft_model")
+            self.model_rate[i] = 0.7 * self.model_rate[i] + 0.3 * model_acc / model_prop
+        self.adapt(i, drafts, accepted)
+        return self.commit(i, taken, new, ended)
+
+    def adapt(self, i: int, drafts: int, accepted: int) -> None:
+        if self.spec.adaptive and drafts:
+            if accepted == drafts:
+                self.k[i] = min(self.k[i] + 2, self.spec.max_draft_tokens)
+            else:
+                self.k[i] = max(1, self.k[i] - 1)
+
+    def commit(self, i: int, taken: list[int], new, ended: bool) -> list[int]:
+        """Row ``i``'s matcher already holds ``taken`` (accepted drafts, with EOS when ``ended``):
+        add them and the target's token ``new`` (with fast-forward) to the output, apply
+        ``max_new_tokens``; returns what the output gained."""
+        r = self.rows[i]
         m = r.matcher
         r.output_ids.extend(taken)
         gained = list(taken)
@@ -357,15 +493,6 @@ class _Decoder:
                 r.forced += len(forced)
                 r.output_ids.extend(forced)
                 gained += [new] + forced
-        model_prop = sum(1 for x in plan.slots if x.source == "draft_model")
-        if model_prop:
-            model_acc = sum(1 for x in plan.slots[:accepted] if x.source == "draft_model")
-            self.model_rate[i] = 0.7 * self.model_rate[i] + 0.3 * model_acc / model_prop
-        if self.spec.adaptive and drafts:
-            if accepted == drafts:
-                self.k[i] = min(self.k[i] + 2, self.spec.max_draft_tokens)
-            else:
-                self.k[i] = max(1, self.k[i] - 1)
         if len(r.output_ids) >= self.max_new:
             extra = len(r.output_ids) - self.max_new
             if m is not None and (extra or ended):
