@@ -16,6 +16,7 @@ from .compiler import CompiledGrammar, compile
 from .runtime import ByteStateView, Matcher, Snapshot, TokenDFAMatcher, fill_bitmasks
 from .kernels.bitmask import allocate_bitmask, apply_bitmask_, bitmask_to_ids, unpack_bitmask
 from .index.token_dfa import TokenDFA, DeviceTokenDFA
+from .index.items import ItemIndex
 from . import grammars
 from .caching import cache_info, clear_caches, set_cache_limits
 from .api import GenerationError, GenerationResult, Generator, function, generate
@@ -24,7 +25,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Vocabulary", "Grammar", "compile", "CompiledGrammar", "Matcher", "Snapshot", "ByteStateView", "TokenDFAMatcher", "TokenDFA",
-    "DeviceTokenDFA", "allocate_bitmask", "apply_bitmask_", "bitmask_to_ids", "unpack_bitmask",
+    "DeviceTokenDFA", "ItemIndex", "allocate_bitmask", "apply_bitmask_", "bitmask_to_ids", "unpack_bitmask",
     "fill_bitmasks", "StructgenError", "RegexError", "SchemaError", "GrammarError", "Unsupported",
     "LimitExceeded", "VocabularyError",
     "grammars", "generate", "Generator", "function", "GenerationResult", "GenerationError",
