@@ -19,6 +19,7 @@ from .index.token_dfa import TokenDFA, DeviceTokenDFA
 from .index.items import ItemIndex
 from . import grammars
 from .caching import cache_info, clear_caches, set_cache_limits
+from .decoding.beam import beam_search
 from .api import GenerationError, GenerationResult, Generator, function, generate
 
 __version__ = "0.1.0"
@@ -29,5 +30,5 @@ __all__ = [
     "fill_bitmasks", "StructgenError", "RegexError", "SchemaError", "GrammarError", "Unsupported",
     "LimitExceeded", "VocabularyError",
     "grammars", "generate", "Generator", "function", "GenerationResult", "GenerationError",
-    "clear_caches", "cache_info", "set_cache_limits",
+    "beam_search", "clear_caches", "cache_info", "set_cache_limits",
 ]
