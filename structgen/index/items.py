@@ -62,17 +62,14 @@ def _lcp_and_depths(data, off):
 
 
 @njit(cache=True, nogil=True)
-def _build(data, off, lcp, depth_start, n_nodes, max_len):
+def _build(data, off, lcp, depth_start, n_nodes, max_len, ptr_dtype):
     """Breadth-first node arrays from sorted, distinct items (see the module docstring)."""
     n = off.size - 1
     token = np.full(n_nodes, -1, np.int32)
     parent = np.zeros(n_nodes, np.int64)
     terminal = np.zeros(n_nodes, np.bool_)
-    item_lo = np.zeros(n_nodes, np.int32)
-    item_hi = np.zeros(n_nodes, np.int32)
     nxt = depth_start[:-1].copy()          # next free id per depth
     cur = np.zeros(max_len + 1, np.int64)  # the current path's node per depth (cur[0] = root)
-    item_hi[0] = n
     for i in range(n):
         a0 = off[i]
         ln = off[i + 1] - a0
@@ -81,13 +78,10 @@ def _build(data, off, lcp, depth_start, n_nodes, max_len):
             nxt[d] += 1
             token[v] = data[a0 + d - 1]
             parent[v] = cur[d - 1]
-            item_lo[v] = i
             cur[d] = v
-        for d in range(1, ln + 1):
-            item_hi[cur[d]] = i + 1
         terminal[cur[ln]] = True
     # parents are nondecreasing over ids 1.. (children of sorted parents come sorted)
-    indptr = np.empty(n_nodes + 1, np.int64)
+    indptr = np.empty(n_nodes + 1, ptr_dtype)
     p = 0
     indptr[0] = 1
     for v in range(1, n_nodes):
@@ -97,7 +91,27 @@ def _build(data, off, lcp, depth_start, n_nodes, max_len):
     while p < n_nodes:
         p += 1
         indptr[p] = n_nodes
-    return token, indptr, terminal, item_lo, item_hi
+    return token, indptr, terminal
+
+
+@njit(cache=True, nogil=True)
+def _ranges(indptr, terminal):
+    """``item_lo``/``item_hi`` of every node: terminal counts summed over subtrees (children
+    have larger ids than their parent), then offsets in child order."""
+    n = terminal.size
+    cnt = np.zeros(n, np.int64)
+    for v in range(n - 1, -1, -1):
+        c = np.int64(terminal[v])
+        for e in range(indptr[v], indptr[v + 1]):
+            c += cnt[e]
+        cnt[v] = c
+    lo = np.zeros(n, np.int64)
+    for v in range(n):
+        at = lo[v] + np.int64(terminal[v])
+        for e in range(indptr[v], indptr[v + 1]):
+            lo[e] = at
+            at += cnt[e]
+    return lo, lo + cnt
 
 
 @njit(cache=True, nogil=True)
@@ -147,11 +161,11 @@ def _gather(token, indptr, terminal, nodes, width, eos_id, out_tok, out_child):
         v = nodes[b]
         k = 0
         if v >= 0:
-            for e in range(indptr[v], indptr[v + 1]):
+            for e in range(indptr[v], min(indptr[v + 1], indptr[v] + width)):
                 out_tok[b, k] = token[e]
                 out_child[b, k] = e
                 k += 1
-            if eos_id >= 0 and terminal[v]:
+            if eos_id >= 0 and terminal[v] and k < width:
                 out_tok[b, k] = eos_id
                 out_child[b, k] = -1
                 k += 1
@@ -253,18 +267,17 @@ class ItemIndex:
     :meth:`next_tokens` (one prefix) and :meth:`next_tokens_batch` (many nodes at once);
     :meth:`to` puts the arrays on a torch device for the beam search."""
 
-    def __init__(self, token, indptr, terminal, item_lo, item_hi, depth_start, vocab_size, eos_id):
+    def __init__(self, token, indptr, terminal, depth_start, vocab_size, eos_id):
         self.token = token
         self.indptr = indptr
         self.terminal = terminal
-        self.item_lo = item_lo
-        self.item_hi = item_hi
+        self._ranges = None
         self.depth_start = depth_start
         self.max_branch = _max_branch(indptr, depth_start)
         self.vocab_size = int(vocab_size)
         self.eos_id = None if eos_id is None else int(eos_id)
         self.num_items = int(terminal.sum())
-        for a in (token, indptr, terminal, item_lo, item_hi, depth_start, self.max_branch):
+        for a in (token, indptr, terminal, depth_start, self.max_branch):
             a.flags.writeable = False
 
     # ------------------------------------------------------------------ build
@@ -303,10 +316,9 @@ class ItemIndex:
         depth_start = np.zeros(max_len + 2, np.int64)
         np.cumsum(count[:max_len + 1], out=depth_start[1:])
         n_nodes = int(depth_start[-1])
-        token, indptr, terminal, item_lo, item_hi = _build(data, off, lcp, depth_start, n_nodes, max_len)
-        if off.size == 1:
-            item_hi[0] = 0
-        return cls(token, indptr, terminal, item_lo, item_hi, depth_start, vocab_size, eos_id)
+        ptr = np.zeros(0, np.int32 if n_nodes < 2 ** 31 - 1 else np.int64)
+        token, indptr, terminal = _build(data, off, lcp, depth_start, n_nodes, max_len, ptr.dtype)
+        return cls(token, indptr, terminal, depth_start, vocab_size, eos_id)
 
     @classmethod
     def from_strings(cls, strings: Sequence[str], vocab, eos_id: int | None = None) -> "ItemIndex":
@@ -349,8 +361,27 @@ class ItemIndex:
     @property
     def nbytes(self) -> int:
         """Bytes of the index arrays."""
-        return int(sum(a.nbytes for a in (self.token, self.indptr, self.terminal, self.item_lo, self.item_hi,
-                                           self.depth_start, self.max_branch)))
+        arrays = [self.token, self.indptr, self.terminal, self.depth_start, self.max_branch]
+        if self._ranges is not None:
+            arrays += list(self._ranges)
+        return int(sum(a.nbytes for a in arrays))
+
+    @property
+    def item_lo(self) -> np.ndarray:
+        """Per node, the first sorted item id through it (computed on first use)."""
+        return self._item_ranges()[0]
+
+    @property
+    def item_hi(self) -> np.ndarray:
+        """Per node, one past the last sorted item id through it."""
+        return self._item_ranges()[1]
+
+    def _item_ranges(self):
+        if self._ranges is None:
+            lo, hi = _ranges(self.indptr, self.terminal)
+            lo.flags.writeable = hi.flags.writeable = False
+            self._ranges = (lo, hi)
+        return self._ranges
 
     def walk(self, prefix: Sequence[int]) -> int:
         """The node after ``prefix`` (0 = root), or -1 when no item starts with it."""
@@ -386,17 +417,21 @@ class ItemIndex:
             toks = np.append(toks, self.eos_id)
         return toks
 
-    def next_tokens_batch(self, nodes, width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def next_tokens_batch(self, nodes, width: int | None = None, out=None) -> tuple[np.ndarray, np.ndarray]:
         """Allowed ``(tokens, children)`` for many nodes at once, each ``[B, width]`` int64
         padded with -1 (a node of -1 gets an all -1 row).  A terminal node's row ends with
-        ``(eos_id, -1)`` when ``eos_id`` was given.  ``width`` defaults to the widest row."""
+        ``(eos_id, -1)`` when ``eos_id`` was given.  ``width`` defaults to the widest row
+        (a narrower one cuts rows).  ``out``: two preallocated ``[B, width]`` int64 arrays."""
         nodes = np.ascontiguousarray(np.asarray(nodes, np.int64).reshape(-1))
         if width is None:
             ok = nodes[nodes >= 0]
             width = int((self.indptr[ok + 1] - self.indptr[ok]).max(initial=0))
             width += int(self.eos_id is not None and bool(self.terminal[ok].any()))
-        out_tok = np.empty((nodes.size, width), np.int64)
-        out_child = np.empty((nodes.size, width), np.int64)
+        if out is None:
+            out_tok = np.empty((nodes.size, width), np.int64)
+            out_child = np.empty((nodes.size, width), np.int64)
+        else:
+            out_tok, out_child = out
         _gather(self.token, self.indptr, self.terminal, nodes, int(width),
                 -1 if self.eos_id is None else self.eos_id, out_tok, out_child)
         return out_tok, out_child
@@ -431,7 +466,7 @@ class DeviceItemIndex:
         self.host = index
         self.device = torch.device(device)
         self.token = torch.from_numpy(index.token.astype(np.int64)).to(self.device)
-        self.indptr = torch.from_numpy(np.array(index.indptr)).to(self.device)
+        self.indptr = torch.from_numpy(index.indptr.astype(np.int64)).to(self.device)
         self.terminal = torch.from_numpy(np.array(index.terminal)).to(self.device)
         self.max_branch = index.max_branch
         self.depth_start = index.depth_start
