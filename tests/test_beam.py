@@ -150,3 +150,18 @@ def test_length_penalty_and_max_new_tokens(model):
     assert out.sequences == [it for _, it in want]
     short = sg.beam_search(model, [3], ix, num_beams=4, max_new_tokens=3)
     assert sorted(map(tuple, short.sequences)) == [(1,), (1, 2)]
+
+
+def test_subset_beams_are_allowed_items_and_exhaustive(model):
+    rng = random.Random(21)
+    items = random_items(rng, 30)
+    ix = sg.ItemIndex.from_token_ids(items, V, eos_id=EOS)
+    distinct = [tuple(x) for x in ix.items()]
+    keep = [i for i in range(len(distinct)) if i % 2 == 1]
+    allowed = [distinct[i] for i in keep]
+    K = max_prefixes(allowed)
+    out = sg.beam_search(model, [4, 2], ix, num_beams=K, subset=keep)
+    ref = exhaustive(model, [4, 2], allowed)[:K]
+    assert out.sequences == [s for _, s in ref]
+    out2 = sg.beam_search(model, [4, 2], ix.subset(keep), num_beams=2)
+    assert all(tuple(s) in set(allowed) for s in out2.sequences)

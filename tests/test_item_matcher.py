@@ -170,3 +170,19 @@ def test_ar_decode_outputs_are_items(vocab, fast_forward):
     for r in rows:
         assert r.finish_reason == "stop"
         assert r.output_ids in items
+
+
+def test_subset_matcher_masks(vocab):
+    rng = random.Random(5)
+    items = random_items(rng, 25)
+    ix = sg.ItemIndex.from_token_ids(items, V, eos_id=EOS)
+    distinct = ix.items()
+    keep = [i for i in range(len(distinct)) if i % 3 == 0]
+    allowed = [distinct[i] for i in keep]
+    prefixes = {tuple(it[:k]) for it in allowed for k in range(len(it) + 1)}
+    for p in sorted(prefixes):
+        m = ItemMatcher(ix.subset(keep), vocab)
+        assert m.advance_many(list(p)) == len(p)
+        assert m.allowed_tokens().tolist() == dict_allowed(allowed, list(p)) == brute_allowed(m)
+        forced = m.forced_tokens()
+        assert m.advance_many(forced) == len(forced)

@@ -178,3 +178,28 @@ def test_device_copy_gathers_the_same_rows():
 
 def test_exported():
     assert sg.ItemIndex is ItemIndex
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_subsets_match_a_dict_trie_of_the_allowed_items(seed):
+    rng = random.Random(200 + seed)
+    items = random_items(rng, 50, 4, 6)
+    ix = ItemIndex.from_token_ids(items, 5, eos_id=4)
+    distinct = [tuple(x) for x in ix.items()]
+    assert [ix.item_id(list(x)) for x in distinct] == list(range(len(distinct)))
+    keep = sorted(rng.sample(range(len(distinct)), rng.randint(0, len(distinct))))
+    sub = ix.subset(keep)
+    allowed = [list(distinct[i]) for i in keep]
+    trie = dict_trie(allowed)
+    prefixes = all_prefixes(items)
+    for p in prefixes:
+        assert sub.next_tokens(list(p)).tolist() == dict_next(trie, p, 4), p
+    nodes = [ix.walk(list(p)) for p in prefixes]
+    toks, _ = sub.next_tokens_batch(nodes)
+    for row, p in enumerate(prefixes):
+        assert sorted(t for t in toks[row].tolist() if t >= 0) == sorted(dict_next(trie, p, 4))
+    mask = np.zeros(len(distinct), bool)
+    mask[keep] = True
+    assert ix.subset(mask).next_tokens([]).tolist() == dict_next(trie, (), 4)
+    with pytest.raises(StructgenError):
+        ix.subset([len(distinct)])

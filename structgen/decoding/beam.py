@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ..errors import StructgenError
-from ..index.items import DeviceItemIndex, ItemIndex
+from ..index.items import DeviceItemIndex, ItemIndex, ItemSubset
 
 __all__ = ["beam_search", "BeamSearchOutput"]
 
@@ -97,7 +97,7 @@ def _prompts(tokenizer_or_input_ids, prompt):
 
 def beam_search(model, tokenizer_or_input_ids, index, num_beams: int = 8, max_new_tokens: int | None = None,
                 length_penalty: float = 0.0, *, prompt=None, eos_id: int | None = None,
-                pad_id: int | None = None) -> BeamSearchOutput:
+                pad_id: int | None = None, subset=None) -> BeamSearchOutput:
     """Beam search whose every finished beam is an item of ``index``.
 
     Args:
@@ -110,6 +110,9 @@ def beam_search(model, tokenizer_or_input_ids, index, num_beams: int = 8, max_ne
         max_new_tokens: most tokens per item, EOS included (default: the longest item + 1).
         length_penalty: 0.0 for plain sums of log-probabilities.
         eos_id: the EOS id scored where an item ends (default ``index.eos_id``).
+        subset: restrict to some items (an :class:`~structgen.index.items.ItemSubset`, a
+            bool mask over item ids or a list of item ids; ids are ranks in sorted order),
+            the same for every prompt; ``index`` may also be an ``ItemSubset``.
     Returns:
         :class:`BeamSearchOutput`, best first.
     Raises:
@@ -117,6 +120,8 @@ def beam_search(model, tokenizer_or_input_ids, index, num_beams: int = 8, max_ne
     """
     fwd = _Forward(model)
     dev = fwd.device
+    if isinstance(index, ItemSubset):
+        index, subset = index.index, index if subset is None else subset
     host = index.host if isinstance(index, DeviceItemIndex) else index
     if not isinstance(host, ItemIndex):
         raise StructgenError(f"beam_search: expected an ItemIndex, got {type(index).__name__}")
@@ -160,12 +165,21 @@ def beam_search(model, tokenizer_or_input_ids, index, num_beams: int = 8, max_ne
     fin_score = torch.full((B, K), neg, device=dev)                        # finished pool
     fin_seq = torch.full((B, K, steps), -1, dtype=torch.long, device=dev)
     terminal = dix.terminal
+    sub = None
+    if subset is not None:
+        if not isinstance(subset, ItemSubset):
+            subset = host.subset(subset)
+        sub = tuple(torch.tensor(a, device=dev) for a in (subset.cum, host.item_lo, host.item_hi, subset.mask))
+        if host.num_items == 0:
+            sub = None
     batch_off = (torch.arange(B, device=dev) * K)[:, None]
 
     for depth in range(steps):
         live = nodes >= 0
         # 3. EOS at terminal nodes -> finished pool
         term = live & terminal[nodes.clamp(min=0)]
+        if sub is not None:   # the item ending at a node is the first of its range
+            term &= sub[3][sub[1][nodes.clamp(min=0)].clamp(max=host.num_items - 1)]
         eos_sc = torch.where(term, score + logp[:, eos].view(B, K), torch.full_like(score, neg))
         if lp != 0.0:
             eos_sc = eos_sc / float(depth + 1) ** lp
@@ -183,6 +197,9 @@ def beam_search(model, tokenizer_or_input_ids, index, num_beams: int = 8, max_ne
         # 2. gather each beam's children, score them
         tok, child = dix.gather(nodes.view(-1), W)                        # [B*K, W]
         valid = tok >= 0
+        if sub is not None:   # some allowed item below the child: prefix sums over its range
+            c = child.clamp(min=0)
+            valid &= sub[0][sub[2][c]] > sub[0][sub[1][c]]
         cand = logp.gather(1, tok.clamp(min=0)) + score.view(-1, 1)
         cand = torch.where(valid, cand, torch.full_like(cand, neg)).view(B, K * W)
         k_take = min(K, K * W)

@@ -28,11 +28,12 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
+import torch
 from numba import njit
 
 from ..errors import StructgenError, VocabularyError
 
-__all__ = ["ItemIndex", "DeviceItemIndex"]
+__all__ = ["ItemIndex", "DeviceItemIndex", "ItemSubset"]
 
 
 @njit(cache=True, nogil=True)
@@ -238,26 +239,63 @@ def _flatten(sequences) -> tuple[np.ndarray, np.ndarray]:
     return data, off
 
 
+@njit(cache=True, nogil=True)
+def _pack_keys(data, off, bits, per_word, words):
+    """Each item as ``words`` uint64 keys, ``per_word`` tokens of ``bits`` bits each, token
+    ``t`` stored as ``t + 1`` (0 = past the end, so a prefix sorts before its extensions)."""
+    n = off.size - 1
+    keys = np.zeros((n, words), np.uint64)
+    for i in range(n):
+        a0 = off[i]
+        for j in range(off[i + 1] - a0):
+            w = j // per_word
+            shift = np.uint64(bits * (per_word - 1 - j % per_word))
+            keys[i, w] |= np.uint64(data[a0 + j] + 1) << shift
+    return keys
+
+
+@njit(cache=True, nogil=True)
+def _permute(data, off, order, keep):
+    """The items ``order[k]`` with ``keep[k]``, as (flat tokens, offsets)."""
+    total = 0
+    m = 0
+    for k in range(order.size):
+        if keep[k]:
+            total += off[order[k] + 1] - off[order[k]]
+            m += 1
+    out = np.empty(total, data.dtype)
+    off2 = np.zeros(m + 1, np.int64)
+    pos = 0
+    j = 0
+    for k in range(order.size):
+        if keep[k]:
+            i = order[k]
+            for x in range(off[i], off[i + 1]):
+                out[pos] = data[x]
+                pos += 1
+            j += 1
+            off2[j] = pos
+    return out, off2
+
+
 def _sort_unique(data: np.ndarray, off: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Items sorted lexicographically (a prefix before its extensions), duplicates dropped."""
+    """Items sorted lexicographically (a prefix before its extensions), duplicates dropped:
+    tokens packed into uint64 keys (``ceil(log2(V + 2))`` bits each), one ``lexsort`` over
+    the key words."""
     n = off.size - 1
     if n == 0:
         return data, off
-    lengths = np.diff(off)
-    L = int(lengths.max())
-    pad = np.full((n, max(L, 1)), -1, np.int64)
-    rows = np.repeat(np.arange(n), lengths)
-    cols = np.arange(data.size) - np.repeat(off[:-1], lengths)
-    pad[rows, cols] = data
-    order = np.lexsort(pad[:, ::-1].T)
-    pad = pad[order]
-    keep = np.ones(n, bool)
-    keep[1:] = (pad[1:] != pad[:-1]).any(axis=1)
-    pad = pad[keep]
-    lengths = lengths[order][keep]
-    off2 = np.zeros(pad.shape[0] + 1, np.int64)
-    np.cumsum(lengths, out=off2[1:])
-    return pad[pad >= 0], off2
+    L = int(np.diff(off).max())
+    top = int(data.max()) + 2 if data.size else 2
+    bits = max(1, (top - 1).bit_length())
+    per_word = max(1, 64 // bits)
+    words = max(1, -(-L // per_word))
+    keys = _pack_keys(data, off, bits, per_word, words)
+    order = np.lexsort(keys[:, ::-1].T) if words > 1 else np.argsort(keys[:, 0], kind="stable")
+    keys = keys[order]
+    keep = np.ones(n, np.bool_)
+    keep[1:] = (keys[1:] != keys[:-1]).any(axis=1)
+    return _permute(data, off, order, keep)
 
 
 class ItemIndex:
@@ -436,6 +474,16 @@ class ItemIndex:
                 -1 if self.eos_id is None else self.eos_id, out_tok, out_child)
         return out_tok, out_child
 
+    def item_id(self, seq: Sequence[int]) -> int:
+        """The id of item ``seq`` (its rank in sorted order, the order of :meth:`items`), or -1."""
+        node = self.walk(seq)
+        return int(self.item_lo[node]) if self.is_terminal(node) else -1
+
+    def subset(self, allowed) -> "ItemSubset":
+        """A per-request restriction to some items, without rebuilding: ``allowed`` is a bool
+        mask over item ids (``[num_items]``) or a sequence of item ids."""
+        return ItemSubset(self, allowed)
+
     def items(self) -> list[list[int]]:
         """Every item, in sorted order."""
         data, off = _paths(self.token, self.indptr, self.num_nodes, self.depth_start, self.terminal)
@@ -462,7 +510,6 @@ class DeviceItemIndex:
     shapes).  ``host`` is the CPU index."""
 
     def __init__(self, index: ItemIndex, device):
-        import torch  # torch is optional for the index layer; only .to() needs it
         self.host = index
         self.device = torch.device(device)
         self.token = torch.from_numpy(index.token.astype(np.int64)).to(self.device)
@@ -482,7 +529,6 @@ class DeviceItemIndex:
     def gather(self, nodes, width: int):
         """``(tokens, children)`` ``[B, width]`` for node tensor ``nodes`` (int64 on the
         device; -1 rows stay all -1).  Children only; EOS is the caller's extra column."""
-        import torch
         live = nodes >= 0
         safe = nodes.clamp(min=0)
         start = self.indptr[safe]
@@ -493,3 +539,83 @@ class DeviceItemIndex:
         tok = torch.where(valid, self.token[idx], torch.full_like(idx, -1))
         child = torch.where(valid, idx, torch.full_like(idx, -1))
         return tok, child
+
+
+class ItemSubset:
+    """An :class:`ItemIndex` restricted to some of its items (one request's catalogue).
+
+    Every node covers the contiguous item ids ``[item_lo, item_hi)``, so with ``cum`` the
+    prefix sums of the item mask a child stays allowed when ``cum[hi] - cum[lo] > 0`` (O(1)
+    per candidate) and a terminal node's item (id ``item_lo``, the first of its range) when
+    its bit is set.  Same queries as the index: :meth:`walk`, :meth:`next_tokens`,
+    :meth:`next_tokens_batch`, :meth:`is_terminal`.
+
+    Raises:
+        StructgenError: an item id out of range or a mask of the wrong length.
+    """
+
+    def __init__(self, index: ItemIndex, allowed):
+        self.index = index
+        a = np.asarray(allowed)
+        if a.dtype == np.bool_:
+            if a.shape != (index.num_items,):
+                raise StructgenError(f"items subset: a mask needs {index.num_items} entries, got shape {a.shape}")
+            mask = a.copy()
+        else:
+            ids = a.astype(np.int64).reshape(-1)
+            if ids.size and (ids.min() < 0 or ids.max() >= index.num_items):
+                raise StructgenError(f"items subset: item id {int(ids[(ids < 0) | (ids >= index.num_items)][0])} "
+                                     f"outside [0, {index.num_items})")
+            mask = np.zeros(index.num_items, np.bool_)
+            mask[ids] = True
+        self.mask = mask
+        self.cum = np.zeros(mask.size + 1, np.int64)
+        np.cumsum(mask, out=self.cum[1:])
+        self.eos_id = index.eos_id
+
+    def live(self, node: int) -> bool:
+        """Some allowed item goes through ``node``."""
+        ix = self.index
+        return node >= 0 and bool(self.cum[ix.item_hi[node]] > self.cum[ix.item_lo[node]])
+
+    def is_terminal(self, node: int) -> bool:
+        return self.index.is_terminal(node) and bool(self.mask[self.index.item_lo[node]])
+
+    def child(self, node: int, token: int) -> int:
+        c = self.index.child(node, token)
+        return c if self.live(c) else -1
+
+    def walk(self, prefix: Sequence[int]) -> int:
+        node = self.index.walk(prefix)
+        return node if self.live(node) else -1
+
+    def children(self, node: int) -> tuple[np.ndarray, np.ndarray]:
+        toks, kids = self.index.children(node)
+        ix = self.index
+        keep = self.cum[ix.item_hi[kids]] > self.cum[ix.item_lo[kids]]
+        return toks[keep], kids[keep]
+
+    def next_tokens(self, prefix: Sequence[int]) -> np.ndarray:
+        node = self.walk(prefix)
+        if node < 0:
+            return np.zeros(0, np.int64)
+        toks = self.children(node)[0].astype(np.int64)
+        if self.eos_id is not None and self.is_terminal(node):
+            toks = np.append(toks, self.eos_id)
+        return toks
+
+    def next_tokens_batch(self, nodes, width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """As :meth:`ItemIndex.next_tokens_batch`, dropped children and EOS shown as -1
+        (rows keep the index's slots, so the allowed entries need not be leading)."""
+        ix = self.index
+        nodes = np.asarray(nodes, np.int64).reshape(-1)
+        tok, kid = ix.next_tokens_batch(nodes, width)
+        if ix.num_items == 0:
+            return tok, kid
+        safe = np.maximum(kid, 0)
+        ok = (kid >= 0) & (self.cum[ix.item_hi[safe]] > self.cum[ix.item_lo[safe]])
+        if self.eos_id is not None:
+            nsafe = np.maximum(nodes, 0)
+            term_ok = (nodes >= 0) & ix.terminal[nsafe] & self.mask[np.minimum(ix.item_lo[nsafe], max(ix.num_items - 1, 0))]
+            ok |= (tok == self.eos_id) & (kid < 0) & term_ok[:, None]
+        return np.where(ok, tok, -1), np.where(ok, kid, -1)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import StructgenError
+from ..index.items import ItemSubset
 from ..kernels.bitmask import set_bits
 from . import history as hist
 from .batch import write_row
@@ -31,7 +32,8 @@ _TERMINATED = -2
 
 
 class ItemMatcher(Matcher):
-    """Matcher over an :class:`~structgen.ItemIndex` for vocabulary ``vocab``.
+    """Matcher over an :class:`~structgen.ItemIndex` (or an
+    :class:`~structgen.index.items.ItemSubset` of one) for vocabulary ``vocab``.
 
     Raises:
         StructgenError: an item token is outside the vocabulary's logits width or is an EOS id.
@@ -40,8 +42,9 @@ class ItemMatcher(Matcher):
     __slots__ = ("_index", "_vocab", "_node", "_lineage", "_eos", "_words")
 
     def __init__(self, index, vocab):
-        if index.num_nodes > 1:
-            toks = index.token[1:]
+        base = index.index if isinstance(index, ItemSubset) else index
+        if base.num_nodes > 1:
+            toks = base.token[1:]
             if int(toks.max()) >= vocab.logits_width:
                 raise StructgenError(f"items: token id {int(toks.max())} is outside the vocabulary's "
                                      f"logits width {vocab.logits_width}")
@@ -194,8 +197,7 @@ class ItemMatcher(Matcher):
         if isinstance(s, int):
             if s == _TERMINATED:
                 return eos
-            ix = self._index
-            toks = ix.token[ix.indptr[s]:ix.indptr[s + 1]].astype(np.int64)
+            toks = self._index.children(s)[0].astype(np.int64)
         else:
             toks = self._byte_mode_tokens(s)
         return np.concatenate([toks, eos]) if self._accepting(s) else toks
@@ -245,9 +247,12 @@ class ItemMatcher(Matcher):
         if not isinstance(s, int) or s < 0:
             return []
         ix, out = self._index, []
-        while not ix.is_terminal(s) and ix.indptr[s + 1] - ix.indptr[s] == 1:
-            s = int(ix.indptr[s])
-            out.append(int(ix.token[s]))
+        while not ix.is_terminal(s):
+            toks, kids = ix.children(s)
+            if toks.size != 1:
+                break
+            s = int(kids[0])
+            out.append(int(toks[0]))
         return out
 
     def forced_bytes(self) -> bytes:
