@@ -133,6 +133,7 @@ def main(argv=None):
     ap.add_argument("--depth", type=int, default=3)
     ap.add_argument("--dict-max", type=int, default=1000000)
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--build-sizes", default="", help="extra sizes timed for the build only (e.g. 10000000)")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)
@@ -147,6 +148,15 @@ def main(argv=None):
             rows.append(r)
             print(f"| {r['items']:,} | {V} | {r['nodes']:,} | {r['build_s']:.2f} | {r['bytes_per_item']:.1f} | "
                   f"{r['MB_per_1M']:.1f} |", flush=True)
+        for n in [int(x) for x in a.build_sizes.split(",") if x]:
+            arr = semantic_ids(n, V, rng)
+            gc.collect()
+            t = time.perf_counter()
+            ix = ItemIndex.from_token_ids(arr, V, eos_id=V)
+            build = time.perf_counter() - t
+            print(f"| {ix.num_items:,} | {V} | {ix.num_nodes:,} | {build:.2f} | {ix.nbytes / ix.num_items:.1f} | "
+                  f"{ix.nbytes / ix.num_items * 1e6 / 2 ** 20:.1f} |", flush=True)
+            del arr, ix
     print()
     print(f"per-step latency (µs, best of {a.reps}) at depth {a.depth}; dict/csr = speed-up over the dict trie")
     print("| items | V | B×beams | csr | torch cpu | bsearch | dict | dict/csr | bsearch/csr |")
