@@ -203,3 +203,18 @@ def test_subsets_match_a_dict_trie_of_the_allowed_items(seed):
     assert ix.subset(mask).next_tokens([]).tolist() == dict_next(trie, (), 4)
     with pytest.raises(StructgenError):
         ix.subset([len(distinct)])
+
+
+def test_from_strings_indexes_the_canonical_tokenization():
+    from tests.helpers import load_vocab
+    vocab = load_vocab("gpt2")
+    titles = ["The Matrix", "The Matrix Reloaded", "Toy Story", "Toy Story 2", "Heat", "héros"]
+    ix = ItemIndex.from_strings(titles, vocab)
+    assert ix.eos_id == int(vocab.eos_ids[0]) and len(ix) == len(titles)
+    for t in titles:
+        ids = vocab.encode(t)
+        assert ids in ix
+        assert vocab.decode(ix.items()[ix.item_id(ids)]) == t.encode()
+    # "Heat" spelled one byte token at a time is the same text but not the canonical tokens
+    bytewise = [vocab.encode(c)[0] for c in "Heat"]
+    assert bytewise != vocab.encode("Heat") and bytewise not in ix
