@@ -165,3 +165,19 @@ def test_subset_beams_are_allowed_items_and_exhaustive(model):
     assert out.sequences == [s for _, s in ref]
     out2 = sg.beam_search(model, [4, 2], ix.subset(keep), num_beams=2)
     assert all(tuple(s) in set(allowed) for s in out2.sequences)
+
+
+def test_tokenizer_and_prompt_text():
+    from tests.helpers import load_tokenizer, load_vocab
+    tok, vocab = load_tokenizer("gpt2"), load_vocab("gpt2")
+    torch.manual_seed(1)
+    cfg = LlamaConfig(vocab_size=vocab.logits_width, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
+                      bos_token_id=None, eos_token_id=None, pad_token_id=0)
+    lm = LlamaForCausalLM(cfg).eval()
+    titles = ["The Matrix", "The Matrix Reloaded", "Toy Story", "Heat"]
+    ix = sg.ItemIndex.from_strings(titles, vocab)
+    out = sg.beam_search(lm, tok, ix, num_beams=4, prompt="Best film:")
+    assert sorted(tok.decode(s) for s in out.sequences) == sorted(titles)
+    with pytest.raises(sg.StructgenError):
+        sg.beam_search(lm, tok, ix, num_beams=2)
