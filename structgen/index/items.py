@@ -278,10 +278,57 @@ def _permute(data, off, order, keep):
     return out, off2
 
 
+@njit(cache=True, nogil=True)
+def _radix_order(keys):
+    """The stable order sorting rows of ``keys`` (uint64 ``[n, words]``) lexicographically:
+    LSD radix sort on 16-bit digits, least significant word first, the keys moved along with
+    the order so every pass reads sequentially; a digit equal in every row is skipped."""
+    n, words = keys.shape
+    order = np.arange(n)
+    tmp = np.empty(n, np.int64)
+    cur = keys.copy()
+    nxt = np.empty_like(cur)
+    count = np.empty(65537, np.int64)
+    for w in range(words - 1, -1, -1):
+        for dgt in range(4):
+            shift = np.uint64(16 * dgt)
+            count[:] = 0
+            for i in range(n):
+                count[((cur[i, w] >> shift) & np.uint64(0xFFFF)) + 1] += 1
+            if count.max() == n:
+                continue
+            for k in range(65536):
+                count[k + 1] += count[k]
+            for i in range(n):
+                d = (cur[i, w] >> shift) & np.uint64(0xFFFF)
+                j = count[d]
+                count[d] = j + 1
+                tmp[j] = order[i]
+                for x in range(words):
+                    nxt[j, x] = cur[i, x]
+            order, tmp = tmp, order
+            cur, nxt = nxt, cur
+    return order
+
+
+@njit(cache=True, nogil=True)
+def _distinct_sorted(keys, order):
+    """``keep[k]``: row ``order[k]`` differs from row ``order[k-1]``."""
+    n, words = keys.shape
+    keep = np.ones(n, np.bool_)
+    for k in range(1, n):
+        same = True
+        for w in range(words):
+            if keys[order[k], w] != keys[order[k - 1], w]:
+                same = False
+                break
+        keep[k] = not same
+    return keep
+
+
 def _sort_unique(data: np.ndarray, off: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Items sorted lexicographically (a prefix before its extensions), duplicates dropped:
-    tokens packed into uint64 keys (``ceil(log2(V + 2))`` bits each), one ``lexsort`` over
-    the key words."""
+    tokens packed into uint64 keys (``ceil(log2(V + 2))`` bits each), radix-sorted."""
     n = off.size - 1
     if n == 0:
         return data, off
@@ -291,11 +338,8 @@ def _sort_unique(data: np.ndarray, off: np.ndarray) -> tuple[np.ndarray, np.ndar
     per_word = max(1, 64 // bits)
     words = max(1, -(-L // per_word))
     keys = _pack_keys(data, off, bits, per_word, words)
-    order = np.lexsort(keys[:, ::-1].T) if words > 1 else np.argsort(keys[:, 0], kind="stable")
-    keys = keys[order]
-    keep = np.ones(n, np.bool_)
-    keep[1:] = (keys[1:] != keys[:-1]).any(axis=1)
-    return _permute(data, off, order, keep)
+    order = _radix_order(keys)
+    return _permute(data, off, order, _distinct_sorted(keys, order))
 
 
 class ItemIndex:
