@@ -17,19 +17,21 @@ from .runtime import ByteStateView, Matcher, Snapshot, TokenDFAMatcher, fill_bit
 from .runtime.batch import get_num_threads, set_num_threads
 from .kernels.bitmask import allocate_bitmask, apply_bitmask_, bitmask_to_ids, unpack_bitmask
 from .index.token_dfa import TokenDFA, DeviceTokenDFA
+from .index.items import ItemIndex
 from . import grammars
 from .caching import cache_info, clear_caches, set_cache_limits
 from .decoding.speculative import Speculative
+from .decoding.beam import beam_search
 from .api import GenerationError, GenerationResult, Generator, function, generate
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Vocabulary", "Grammar", "compile", "CompiledGrammar", "Matcher", "Snapshot", "ByteStateView", "TokenDFAMatcher", "TokenDFA",
-    "DeviceTokenDFA", "allocate_bitmask", "apply_bitmask_", "bitmask_to_ids", "unpack_bitmask",
+    "DeviceTokenDFA", "ItemIndex", "allocate_bitmask", "apply_bitmask_", "bitmask_to_ids", "unpack_bitmask",
     "fill_bitmasks", "set_num_threads", "get_num_threads", "StructgenError", "RegexError", "SchemaError",
     "GrammarError", "Unsupported", "LimitExceeded", "VocabularyError", "Speculative", "EmptyLanguage",
     "grammars", "generate", "Generator", "function", "GenerationResult", "GenerationError",
-    "clear_caches", "cache_info", "set_cache_limits",
+    "beam_search", "clear_caches", "cache_info", "set_cache_limits",
 ]
 __all__ += ["OptionError", "TokenError", "BitmaskError", "GrammarNotFound"]

@@ -8,5 +8,6 @@ slices (tokens made only of a character set, configured by the front end that co
 May import: ``errors``, ``kernels``, ``vocab``, ``automaton``.  Knows nothing of JSON.
 """
 from .token_dfa import TokenDFA, DeviceTokenDFA
+from .items import ItemIndex, DeviceItemIndex
 
-__all__ = ["TokenDFA", "DeviceTokenDFA"]
+__all__ = ["TokenDFA", "DeviceTokenDFA", "ItemIndex", "DeviceItemIndex"]

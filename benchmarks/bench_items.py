@@ -1,0 +1,174 @@
+"""ItemIndex benchmark: build time and bytes per item, and per-step latency of the batched
+next-token gather against a Python dict trie and a sorted-array binary search.
+
+    PYTHONPATH=. python benchmarks/bench_items.py --sizes 10000,100000,1000000 --vocab 2048,32768
+
+Items are random semantic IDs (length 4-8, uniform tokens).  A "step" is: for B beams at
+depth ``d`` (prefixes of random items), produce the allowed next tokens and the children of
+every beam as padded ``[B, W]`` arrays (what one beam-search step consumes):
+
+- ``csr``: ``ItemIndex.next_tokens_batch`` (one Numba call);
+- ``torch``: ``DeviceItemIndex.gather`` on the CPU (the beam-search path);
+- ``dict``: a dict-of-dicts trie, each beam holding its dict node, keys copied into the array;
+- ``bsearch``: the sorted item matrix, each beam holding its row range ``[lo, hi)``; the next
+  tokens and child ranges by binary search (``searchsorted``) in column ``d``.
+
+The dict trie is built only up to ``--dict-max`` items (memory).
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import time
+
+import numpy as np
+import torch
+
+from structgen.index.items import ItemIndex
+
+
+def semantic_ids(n, vocab, rng, lo=4, hi=8):
+    lengths = rng.integers(lo, hi + 1, size=n)
+    arr = rng.integers(0, vocab, size=(n, hi))
+    arr[np.arange(hi)[None, :] >= lengths[:, None]] = -1
+    return arr
+
+
+def best_of(fn, reps):
+    best = float("inf")
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def dict_trie(ix: ItemIndex):
+    root = {}
+    for it in ix.items():
+        node = root
+        for t in it:
+            node = node.setdefault(t, {})
+        node[-1] = None
+    return root
+
+
+def bench_size(n, vocab, rng, batches, depth, dict_max, reps):
+    arr = semantic_ids(n, vocab, rng)
+    gc.collect()
+    t = time.perf_counter()
+    ix = ItemIndex.from_token_ids(arr, vocab, eos_id=vocab)
+    build = time.perf_counter() - t
+    sorted_items = ix.items() if n <= dict_max else None
+    row = {"n": n, "V": vocab, "items": ix.num_items, "nodes": ix.num_nodes, "build_s": build,
+           "bytes_per_item": ix.nbytes / ix.num_items, "MB_per_1M": ix.nbytes / ix.num_items * 1e6 / 2 ** 20}
+    # prefixes of random items at `depth`
+    dev = ix.to("cpu")
+    W = int(ix.max_branch[depth]) + 1
+    # the sorted matrix for binary search
+    mat = arr[np.lexsort(arr[:, ::-1].T)]
+    steps = {}
+    dtrie = dict_trie(ix) if sorted_items is not None else None
+    for B in batches:
+        picks = arr[rng.integers(0, n, size=B), :depth]
+        nodes = np.array([ix.walk(p) for p in picks], np.int64)
+        tn = torch.from_numpy(nodes)
+        bufs = (np.empty((B, W), np.int64), np.empty((B, W), np.int64))
+        res = {"csr": best_of(lambda: ix.next_tokens_batch(nodes, W, out=bufs), reps),
+               "torch": best_of(lambda: dev.gather(tn, W - 1), reps)}
+        # binary search: ranges of each beam's prefix
+        ranges = []
+        for p in picks:
+            lo, hi = 0, mat.shape[0]
+            for d, t in enumerate(p):
+                col = mat[lo:hi, d]
+                lo, hi = lo + int(np.searchsorted(col, t, "left")), lo + int(np.searchsorted(col, t, "right"))
+            ranges.append((lo, hi))
+        col_d = np.ascontiguousarray(mat[:, depth])
+
+        def bsearch():
+            out_t = np.full((B, W), -1, np.int64)
+            out_lo = np.full((B, W), -1, np.int64)
+            for b, (lo, hi) in enumerate(ranges):
+                seg = col_d[lo:hi]
+                k, pos = 0, 0
+                while pos < seg.size and k < W:
+                    t = seg[pos]
+                    if t < 0:   # an item ends here
+                        pos = int(np.searchsorted(seg, t, "right"))
+                        continue
+                    out_t[b, k] = t
+                    out_lo[b, k] = lo + pos
+                    pos = int(np.searchsorted(seg, t, "right"))
+                    k += 1
+            return out_t, out_lo
+        res["bsearch"] = best_of(bsearch, reps)
+        if dtrie is not None:
+            dnodes = []
+            for p in picks:
+                node = dtrie
+                for t in p:
+                    node = node[int(t)]
+                dnodes.append(node)
+
+            def dict_step():
+                out_t = np.full((B, W), -1, np.int64)
+                kids = []
+                for b, node in enumerate(dnodes):
+                    ks = sorted(node)
+                    out_t[b, :len(ks)] = ks
+                    kids.append([node[k] for k in ks])
+                return out_t, kids
+            res["dict"] = best_of(dict_step, reps)
+        steps[B] = res
+    row["steps"] = steps
+    return row
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="10000,100000,1000000")
+    ap.add_argument("--vocab", default="2048,32768")
+    ap.add_argument("--batches", default="1,16,64,256")
+    ap.add_argument("--depth", type=int, default=3)
+    ap.add_argument("--dict-max", type=int, default=1000000)
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--build-sizes", default="", help="extra sizes timed for the build only (e.g. 10000000)")
+    a = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(0)
+    ItemIndex.from_token_ids(semantic_ids(100, 50, rng), 50).next_tokens_batch([0])   # JIT warm-up
+    batches = [int(x) for x in a.batches.split(",")]
+    print("| items | V | nodes | build s | bytes/item | MB per 1M |")
+    print("|---|---|---|---|---|---|")
+    rows = []
+    for V in [int(x) for x in a.vocab.split(",")]:
+        for n in [int(x) for x in a.sizes.split(",")]:
+            r = bench_size(n, V, rng, batches, a.depth, a.dict_max, a.reps)
+            rows.append(r)
+            print(f"| {r['items']:,} | {V} | {r['nodes']:,} | {r['build_s']:.2f} | {r['bytes_per_item']:.1f} | "
+                  f"{r['MB_per_1M']:.1f} |", flush=True)
+        for n in [int(x) for x in a.build_sizes.split(",") if x]:
+            arr = semantic_ids(n, V, rng)
+            gc.collect()
+            t = time.perf_counter()
+            ix = ItemIndex.from_token_ids(arr, V, eos_id=V)
+            build = time.perf_counter() - t
+            print(f"| {ix.num_items:,} | {V} | {ix.num_nodes:,} | {build:.2f} | {ix.nbytes / ix.num_items:.1f} | "
+                  f"{ix.nbytes / ix.num_items * 1e6 / 2 ** 20:.1f} |", flush=True)
+            del arr, ix
+    print()
+    print(f"per-step latency (µs, best of {a.reps}) at depth {a.depth}; dict/csr = speed-up over the dict trie")
+    print("| items | V | B×beams | csr | torch cpu | bsearch | dict | dict/csr | bsearch/csr |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        for B, s in r["steps"].items():
+            d, c = s.get("dict"), s["csr"]
+            dict_us = "-" if d is None else f"{d * 1e6:.1f}"
+            ratio = "-" if d is None else f"{d / c:.0f}x"
+            print(f"| {r['items']:,} | {r['V']} | {B} | {c * 1e6:.1f} | {s['torch'] * 1e6:.1f} | "
+                  f"{s['bsearch'] * 1e6:.1f} | {dict_us} | {ratio} | {s['bsearch'] / c:.0f}x |")
+
+
+if __name__ == "__main__":
+    main()

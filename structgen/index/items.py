@@ -1,0 +1,665 @@
+"""ItemIndex: a finite set of token sequences (a catalogue of items) as a CSR-flattened trie.
+
+STATIC (algorithms.md §1): the prefix trie of the items, flattened so that one decoding step
+for a whole batch of beams is a gather.  Nodes are numbered breadth first over the sorted
+items, so
+
+- the nodes of depth ``d`` are the ids ``depth_start[d] .. depth_start[d+1]-1``, in sorted
+  order of their prefixes;
+- the children of node ``p`` are the *consecutive* ids ``indptr[p] .. indptr[p+1]-1``, sorted
+  by the token on their edge (``token[c]``): the CSR row of ``p`` is that id range, and the
+  column entries are ``token[indptr[p]:indptr[p+1]]`` (the child of entry ``e`` is ``e``);
+- ``terminal[p]``: an item ends at ``p`` (it may still have children: an item may be a
+  prefix of another);
+- ``item_lo[p] .. item_hi[p]-1``: the sorted items through ``p`` (a contiguous range, what a
+  per-request item subset restricts by prefix sums);
+- ``max_branch[d]``: the largest number of children of a node of depth ``d`` (static shapes
+  for the batched gather).
+
+Build: the items are sorted (``np.lexsort``) and deduplicated, then one Numba pass over the
+tokens (O(total tokens)) computes every node.  ``from_strings`` spells each string with the
+tokenizer's own (canonical) encoding: only that token sequence is in the index; other token
+sequences spelling the same text are *not* accepted.
+
+May import: ``errors``, ``kernels``, ``vocab``, ``automaton`` (only ``errors`` is needed).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+from numba import njit
+
+from ..errors import StructgenError, VocabularyError
+
+__all__ = ["ItemIndex", "DeviceItemIndex", "ItemSubset"]
+
+
+@njit(cache=True, nogil=True)
+def _lcp_and_depths(data, off):
+    """Per sorted item: the longest common prefix with the previous item, and the number of
+    new nodes per depth (``count[d]``, d = 1..max_len)."""
+    n = off.size - 1
+    lcp = np.zeros(n, np.int64)
+    max_len = 0
+    for i in range(n):
+        ln = off[i + 1] - off[i]
+        if ln > max_len:
+            max_len = ln
+    count = np.zeros(max_len + 2, np.int64)
+    for i in range(n):
+        a0, a1 = off[i], off[i + 1]
+        k = 0
+        if i > 0:
+            b0, b1 = off[i - 1], off[i]
+            m = min(a1 - a0, b1 - b0)
+            while k < m and data[a0 + k] == data[b0 + k]:
+                k += 1
+        lcp[i] = k
+        for d in range(k + 1, a1 - a0 + 1):
+            count[d] += 1
+    return lcp, count, max_len
+
+
+@njit(cache=True, nogil=True)
+def _build(data, off, lcp, depth_start, n_nodes, max_len, ptr_dtype):
+    """Breadth-first node arrays from sorted, distinct items (see the module docstring)."""
+    n = off.size - 1
+    token = np.full(n_nodes, -1, np.int32)
+    parent = np.zeros(n_nodes, np.int64)
+    terminal = np.zeros(n_nodes, np.bool_)
+    nxt = depth_start[:-1].copy()          # next free id per depth
+    cur = np.zeros(max_len + 1, np.int64)  # the current path's node per depth (cur[0] = root)
+    for i in range(n):
+        a0 = off[i]
+        ln = off[i + 1] - a0
+        for d in range(lcp[i] + 1, ln + 1):
+            v = nxt[d]
+            nxt[d] += 1
+            token[v] = data[a0 + d - 1]
+            parent[v] = cur[d - 1]
+            cur[d] = v
+        terminal[cur[ln]] = True
+    # parents are nondecreasing over ids 1.. (children of sorted parents come sorted)
+    indptr = np.empty(n_nodes + 1, ptr_dtype)
+    p = 0
+    indptr[0] = 1
+    for v in range(1, n_nodes):
+        while p < parent[v]:
+            p += 1
+            indptr[p] = v
+    while p < n_nodes:
+        p += 1
+        indptr[p] = n_nodes
+    return token, indptr, terminal
+
+
+@njit(cache=True, nogil=True)
+def _ranges(indptr, terminal):
+    """``item_lo``/``item_hi`` of every node: terminal counts summed over subtrees (children
+    have larger ids than their parent), then offsets in child order."""
+    n = terminal.size
+    cnt = np.zeros(n, np.int64)
+    for v in range(n - 1, -1, -1):
+        c = np.int64(terminal[v])
+        for e in range(indptr[v], indptr[v + 1]):
+            c += cnt[e]
+        cnt[v] = c
+    lo = np.zeros(n, np.int64)
+    for v in range(n):
+        at = lo[v] + np.int64(terminal[v])
+        for e in range(indptr[v], indptr[v + 1]):
+            lo[e] = at
+            at += cnt[e]
+    return lo, lo + cnt
+
+
+@njit(cache=True, nogil=True)
+def _max_branch(indptr, depth_start):
+    D = depth_start.size - 1
+    out = np.zeros(D, np.int64)
+    for d in range(D):
+        m = 0
+        for v in range(depth_start[d], depth_start[d + 1]):
+            k = indptr[v + 1] - indptr[v]
+            if k > m:
+                m = k
+        out[d] = m
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _child(token, indptr, node, t):
+    """The child of ``node`` along token ``t`` (binary search in its row), or -1."""
+    lo, hi = indptr[node], indptr[node + 1]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if token[mid] < t:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < indptr[node + 1] and token[lo] == t:
+        return lo
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _walk(token, indptr, prefix):
+    node = 0
+    for t in prefix:
+        node = _child(token, indptr, node, t)
+        if node < 0:
+            return -1
+    return node
+
+
+@njit(cache=True, nogil=True)
+def _gather(token, indptr, terminal, nodes, width, eos_id, out_tok, out_child):
+    """Rows of allowed (token, child) pairs for each node, padded with -1; a terminal
+    node gets ``(eos_id, -1)`` after its children when ``eos_id >= 0``."""
+    for b in range(nodes.size):
+        v = nodes[b]
+        k = 0
+        if v >= 0:
+            for e in range(indptr[v], min(indptr[v + 1], indptr[v] + width)):
+                out_tok[b, k] = token[e]
+                out_child[b, k] = e
+                k += 1
+            if eos_id >= 0 and terminal[v] and k < width:
+                out_tok[b, k] = eos_id
+                out_child[b, k] = -1
+                k += 1
+        for j in range(k, width):
+            out_tok[b, j] = -1
+            out_child[b, j] = -1
+
+
+@njit(cache=True, nogil=True)
+def _paths(token, indptr, n_nodes, depth_start, terminal):
+    """Every item back as (flat tokens, offsets), in sorted order (a DFS over the rows)."""
+    n_items = 0
+    total = 0
+    for v in range(n_nodes):
+        if terminal[v]:
+            n_items += 1
+    depth = np.zeros(n_nodes, np.int64)
+    for d in range(depth_start.size - 1):
+        for v in range(depth_start[d], depth_start[d + 1]):
+            depth[v] = d
+            if terminal[v]:
+                total += d
+    data = np.empty(total, np.int32)
+    off = np.zeros(n_items + 1, np.int64)
+    stack = np.empty(n_nodes, np.int64)
+    path = np.empty(depth_start.size, np.int32)
+    sp = 0
+    stack[sp] = 0
+    sp += 1
+    k = 0
+    pos = 0
+    while sp > 0:
+        sp -= 1
+        v = stack[sp]
+        d = depth[v]
+        if d > 0:
+            path[d - 1] = token[v]
+        if terminal[v]:
+            for j in range(d):
+                data[pos + j] = path[j]
+            pos += d
+            k += 1
+            off[k] = pos
+        for e in range(indptr[v + 1] - 1, indptr[v] - 1, -1):
+            stack[sp] = e
+            sp += 1
+    return data, off
+
+
+def _flatten(sequences) -> tuple[np.ndarray, np.ndarray]:
+    """(flat int64 tokens, offsets) from a list of sequences or a padded 2-D array
+    (negative entries are padding and end a row)."""
+    if isinstance(sequences, np.ndarray) or hasattr(sequences, "shape"):
+        arr = np.asarray(sequences.cpu() if hasattr(sequences, "cpu") else sequences)
+        if arr.ndim != 2:
+            raise StructgenError(f"items: a padded array must be 2-D, not of shape {arr.shape}")
+        arr = arr.astype(np.int64, copy=False)
+        valid = arr >= 0
+        lengths = valid.sum(axis=1)
+        # padding may only trail
+        if not np.array_equal(valid, np.arange(arr.shape[1])[None, :] < lengths[:, None]):
+            raise StructgenError("items: padding (negative ids) must only trail each row")
+        off = np.zeros(arr.shape[0] + 1, np.int64)
+        np.cumsum(lengths, out=off[1:])
+        return arr[valid], off
+    lengths = np.fromiter((len(s) for s in sequences), np.int64, count=len(sequences))
+    off = np.zeros(lengths.size + 1, np.int64)
+    np.cumsum(lengths, out=off[1:])
+    data = np.fromiter((int(t) for s in sequences for t in s), np.int64, count=int(off[-1]))
+    return data, off
+
+
+@njit(cache=True, nogil=True)
+def _pack_keys(data, off, bits, per_word, words):
+    """Each item as ``words`` uint64 keys, ``per_word`` tokens of ``bits`` bits each, token
+    ``t`` stored as ``t + 1`` (0 = past the end, so a prefix sorts before its extensions)."""
+    n = off.size - 1
+    keys = np.zeros((n, words), np.uint64)
+    for i in range(n):
+        a0 = off[i]
+        for j in range(off[i + 1] - a0):
+            w = j // per_word
+            shift = np.uint64(bits * (per_word - 1 - j % per_word))
+            keys[i, w] |= np.uint64(data[a0 + j] + 1) << shift
+    return keys
+
+
+@njit(cache=True, nogil=True)
+def _permute(data, off, order, keep):
+    """The items ``order[k]`` with ``keep[k]``, as (flat tokens, offsets)."""
+    total = 0
+    m = 0
+    for k in range(order.size):
+        if keep[k]:
+            total += off[order[k] + 1] - off[order[k]]
+            m += 1
+    out = np.empty(total, data.dtype)
+    off2 = np.zeros(m + 1, np.int64)
+    pos = 0
+    j = 0
+    for k in range(order.size):
+        if keep[k]:
+            i = order[k]
+            for x in range(off[i], off[i + 1]):
+                out[pos] = data[x]
+                pos += 1
+            j += 1
+            off2[j] = pos
+    return out, off2
+
+
+@njit(cache=True, nogil=True)
+def _radix_order(keys):
+    """The stable order sorting rows of ``keys`` (uint64 ``[n, words]``) lexicographically:
+    LSD radix sort on 16-bit digits, least significant word first, the keys moved along with
+    the order so every pass reads sequentially; a digit equal in every row is skipped."""
+    n, words = keys.shape
+    order = np.arange(n)
+    tmp = np.empty(n, np.int64)
+    cur = keys.copy()
+    nxt = np.empty_like(cur)
+    count = np.empty(65537, np.int64)
+    for w in range(words - 1, -1, -1):
+        for dgt in range(4):
+            shift = np.uint64(16 * dgt)
+            count[:] = 0
+            for i in range(n):
+                count[((cur[i, w] >> shift) & np.uint64(0xFFFF)) + 1] += 1
+            if count.max() == n:
+                continue
+            for k in range(65536):
+                count[k + 1] += count[k]
+            for i in range(n):
+                d = (cur[i, w] >> shift) & np.uint64(0xFFFF)
+                j = count[d]
+                count[d] = j + 1
+                tmp[j] = order[i]
+                for x in range(words):
+                    nxt[j, x] = cur[i, x]
+            order, tmp = tmp, order
+            cur, nxt = nxt, cur
+    return order
+
+
+@njit(cache=True, nogil=True)
+def _distinct_sorted(keys, order):
+    """``keep[k]``: row ``order[k]`` differs from row ``order[k-1]``."""
+    n, words = keys.shape
+    keep = np.ones(n, np.bool_)
+    for k in range(1, n):
+        same = True
+        for w in range(words):
+            if keys[order[k], w] != keys[order[k - 1], w]:
+                same = False
+                break
+        keep[k] = not same
+    return keep
+
+
+def _sort_unique(data: np.ndarray, off: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Items sorted lexicographically (a prefix before its extensions), duplicates dropped:
+    tokens packed into uint64 keys (``ceil(log2(V + 2))`` bits each), radix-sorted."""
+    n = off.size - 1
+    if n == 0:
+        return data, off
+    L = int(np.diff(off).max())
+    top = int(data.max()) + 2 if data.size else 2
+    bits = max(1, (top - 1).bit_length())
+    per_word = max(1, 64 // bits)
+    words = max(1, -(-L // per_word))
+    keys = _pack_keys(data, off, bits, per_word, words)
+    order = _radix_order(keys)
+    return _permute(data, off, order, _distinct_sorted(keys, order))
+
+
+class ItemIndex:
+    """A set of token sequences as a CSR trie (see the module docstring).
+
+    Build with :meth:`from_token_ids` or :meth:`from_strings`; query with :meth:`walk`,
+    :meth:`next_tokens` (one prefix) and :meth:`next_tokens_batch` (many nodes at once);
+    :meth:`to` puts the arrays on a torch device for the beam search."""
+
+    def __init__(self, token, indptr, terminal, depth_start, vocab_size, eos_id):
+        self.token = token
+        self.indptr = indptr
+        self.terminal = terminal
+        self._ranges = None
+        self.depth_start = depth_start
+        self.max_branch = _max_branch(indptr, depth_start)
+        self.vocab_size = int(vocab_size)
+        self.eos_id = None if eos_id is None else int(eos_id)
+        self.num_items = int(terminal.sum())
+        for a in (token, indptr, terminal, depth_start, self.max_branch):
+            a.flags.writeable = False
+
+    # ------------------------------------------------------------------ build
+    @classmethod
+    def from_token_ids(cls, sequences, vocab_size: int, eos_id: int | None = None, *,
+                       assume_sorted: bool = False) -> "ItemIndex":
+        """Index of the items ``sequences`` (a list of token-id lists, or a padded 2-D array
+        whose negative entries trail as padding).
+
+        Items may have any length (an empty item makes the root terminal) and one may be a
+        prefix of another; duplicates count once.  ``eos_id`` is what :meth:`next_tokens`
+        offers where an item ends (None: nothing).  ``assume_sorted``: the items are already
+        sorted and distinct (skips the sort).
+
+        Raises:
+            StructgenError: a token id outside ``[0, vocab_size)`` (naming the item), or
+                ``eos_id`` among the item tokens.
+        """
+        data, off = _flatten(sequences)
+        if data.size:
+            bad = np.flatnonzero((data < 0) | (data >= vocab_size))
+            if bad.size:
+                item = int(np.searchsorted(off, bad[0], side="right") - 1)
+                raise StructgenError(f"items: item {item} has token id {int(data[bad[0]])} outside "
+                                     f"[0, vocab_size={vocab_size})")
+            if eos_id is not None and (data == eos_id).any():
+                pos = int(np.flatnonzero(data == eos_id)[0])
+                item = int(np.searchsorted(off, pos, side="right") - 1)
+                raise StructgenError(f"items: item {item} contains eos_id={eos_id}")
+        if not assume_sorted:
+            data, off = _sort_unique(data, off)
+        data = np.ascontiguousarray(data, np.int64)
+        off = np.ascontiguousarray(off, np.int64)
+        lcp, count, max_len = _lcp_and_depths(data, off)
+        count[0] = 1
+        depth_start = np.zeros(max_len + 2, np.int64)
+        np.cumsum(count[:max_len + 1], out=depth_start[1:])
+        n_nodes = int(depth_start[-1])
+        ptr = np.zeros(0, np.int32 if n_nodes < 2 ** 31 - 1 else np.int64)
+        token, indptr, terminal = _build(data, off, lcp, depth_start, n_nodes, max_len, ptr.dtype)
+        return cls(token, indptr, terminal, depth_start, vocab_size, eos_id)
+
+    @classmethod
+    def from_strings(cls, strings: Sequence[str], vocab, eos_id: int | None = None) -> "ItemIndex":
+        """Index of ``strings`` spelled by the tokenizer's own (canonical) encoding.
+
+        ``vocab``: a :class:`~structgen.Vocabulary` with a tokenizer (``eos_id`` defaults to
+        its first EOS id) or a tokenizer with ``encode(text, add_special_tokens=False)``.
+        Only the canonical token sequence of each string is indexed: a different token
+        sequence that spells the same text is not accepted by the index or its matcher.
+
+        Raises:
+            VocabularyError: the tokenizer does not round-trip a string (naming it).
+        """
+        if hasattr(vocab, "logits_width"):
+            width = vocab.logits_width
+            if eos_id is None:
+                eos_id = int(vocab.eos_ids[0])
+            seqs = []
+            for s in strings:
+                ids = vocab.encode(s)
+                if vocab.decode(ids) != s.encode("utf-8"):
+                    raise VocabularyError(f"items: the tokenizer does not round-trip {s!r}")
+                seqs.append(ids)
+        else:
+            width = len(vocab)
+            if eos_id is None and getattr(vocab, "eos_token_id", None) is not None:
+                eos_id = int(vocab.eos_token_id)
+            seqs = [list(vocab.encode(s, add_special_tokens=False)) for s in strings]
+        return cls.from_token_ids(seqs, width, eos_id)
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def num_nodes(self) -> int:
+        return int(self.token.size)
+
+    @property
+    def max_depth(self) -> int:
+        return int(self.depth_start.size - 2)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the index arrays."""
+        arrays = [self.token, self.indptr, self.terminal, self.depth_start, self.max_branch]
+        if self._ranges is not None:
+            arrays += list(self._ranges)
+        return int(sum(a.nbytes for a in arrays))
+
+    @property
+    def item_lo(self) -> np.ndarray:
+        """Per node, the first sorted item id through it (computed on first use)."""
+        return self._item_ranges()[0]
+
+    @property
+    def item_hi(self) -> np.ndarray:
+        """Per node, one past the last sorted item id through it."""
+        return self._item_ranges()[1]
+
+    def _item_ranges(self):
+        if self._ranges is None:
+            lo, hi = _ranges(self.indptr, self.terminal)
+            lo.flags.writeable = hi.flags.writeable = False
+            self._ranges = (lo, hi)
+        return self._ranges
+
+    def walk(self, prefix: Sequence[int]) -> int:
+        """The node after ``prefix`` (0 = root), or -1 when no item starts with it."""
+        p = np.asarray(prefix, np.int64).reshape(-1)
+        return int(_walk(self.token, self.indptr, p))
+
+    def child(self, node: int, token: int) -> int:
+        """The child of ``node`` along ``token``, or -1."""
+        if node < 0 or token < 0:
+            return -1
+        return int(_child(self.token, self.indptr, int(node), int(token)))
+
+    def children(self, node: int) -> tuple[np.ndarray, np.ndarray]:
+        """(tokens, child ids) of ``node``'s row, sorted by token (views)."""
+        lo, hi = int(self.indptr[node]), int(self.indptr[node + 1])
+        return self.token[lo:hi], np.arange(lo, hi)
+
+    def is_terminal(self, node: int) -> bool:
+        return node >= 0 and bool(self.terminal[node])
+
+    def item_range(self, node: int) -> tuple[int, int]:
+        """The sorted items through ``node``: ids ``[lo, hi)``."""
+        return int(self.item_lo[node]), int(self.item_hi[node])
+
+    def next_tokens(self, prefix: Sequence[int]) -> np.ndarray:
+        """The token ids allowed after ``prefix`` (ascending, ``eos_id`` last where an item
+        ends when ``eos_id`` was given); empty when no item starts with ``prefix``."""
+        node = self.walk(prefix)
+        if node < 0:
+            return np.zeros(0, np.int64)
+        toks = self.token[self.indptr[node]:self.indptr[node + 1]].astype(np.int64)
+        if self.eos_id is not None and self.terminal[node]:
+            toks = np.append(toks, self.eos_id)
+        return toks
+
+    def next_tokens_batch(self, nodes, width: int | None = None, out=None) -> tuple[np.ndarray, np.ndarray]:
+        """Allowed ``(tokens, children)`` for many nodes at once, each ``[B, width]`` int64
+        padded with -1 (a node of -1 gets an all -1 row).  A terminal node's row ends with
+        ``(eos_id, -1)`` when ``eos_id`` was given.  ``width`` defaults to the widest row
+        (a narrower one cuts rows).  ``out``: two preallocated ``[B, width]`` int64 arrays."""
+        nodes = np.ascontiguousarray(np.asarray(nodes, np.int64).reshape(-1))
+        if width is None:
+            ok = nodes[nodes >= 0]
+            width = int((self.indptr[ok + 1] - self.indptr[ok]).max(initial=0))
+            width += int(self.eos_id is not None and bool(self.terminal[ok].any()))
+        if out is None:
+            out_tok = np.empty((nodes.size, width), np.int64)
+            out_child = np.empty((nodes.size, width), np.int64)
+        else:
+            out_tok, out_child = out
+        _gather(self.token, self.indptr, self.terminal, nodes, int(width),
+                -1 if self.eos_id is None else self.eos_id, out_tok, out_child)
+        return out_tok, out_child
+
+    def item_id(self, seq: Sequence[int]) -> int:
+        """The id of item ``seq`` (its rank in sorted order, the order of :meth:`items`), or -1."""
+        node = self.walk(seq)
+        return int(self.item_lo[node]) if self.is_terminal(node) else -1
+
+    def subset(self, allowed) -> "ItemSubset":
+        """A per-request restriction to some items, without rebuilding: ``allowed`` is a bool
+        mask over item ids (``[num_items]``) or a sequence of item ids."""
+        return ItemSubset(self, allowed)
+
+    def items(self) -> list[list[int]]:
+        """Every item, in sorted order."""
+        data, off = _paths(self.token, self.indptr, self.num_nodes, self.depth_start, self.terminal)
+        return [data[off[i]:off[i + 1]].tolist() for i in range(off.size - 1)]
+
+    def __contains__(self, seq) -> bool:
+        return self.is_terminal(self.walk(seq))
+
+    def __len__(self) -> int:
+        return self.num_items
+
+    def to(self, device) -> "DeviceItemIndex":
+        """The arrays as torch tensors on ``device`` (for :func:`structgen.beam_search`)."""
+        return DeviceItemIndex(self, device)
+
+    def __repr__(self) -> str:
+        return (f"ItemIndex(items={self.num_items}, nodes={self.num_nodes}, max_depth={self.max_depth}, "
+                f"nbytes={self.nbytes})")
+
+
+class DeviceItemIndex:
+    """An :class:`ItemIndex`'s arrays on a torch device: ``token`` (int64), ``indptr``
+    (int64), ``terminal`` (bool); ``max_branch`` and ``depth_start`` stay host arrays (static
+    shapes).  ``host`` is the CPU index."""
+
+    def __init__(self, index: ItemIndex, device):
+        self.host = index
+        self.device = torch.device(device)
+        self.token = torch.from_numpy(index.token.astype(np.int64)).to(self.device)
+        self.indptr = torch.from_numpy(index.indptr.astype(np.int64)).to(self.device)
+        self.terminal = torch.from_numpy(np.array(index.terminal)).to(self.device)
+        self.max_branch = index.max_branch
+        self.depth_start = index.depth_start
+        self.eos_id = index.eos_id
+
+    @property
+    def nbytes(self) -> int:
+        return int(sum(t.element_size() * t.numel() for t in (self.token, self.indptr, self.terminal)))
+
+    def to(self, device) -> "DeviceItemIndex":
+        return self.host.to(device)
+
+    def gather(self, nodes, width: int):
+        """``(tokens, children)`` ``[B, width]`` for node tensor ``nodes`` (int64 on the
+        device; -1 rows stay all -1).  Children only; EOS is the caller's extra column."""
+        live = nodes >= 0
+        safe = nodes.clamp(min=0)
+        start = self.indptr[safe]
+        cnt = torch.where(live, self.indptr[safe + 1] - start, torch.zeros_like(start))
+        ar = torch.arange(width, device=nodes.device)
+        valid = ar[None, :] < cnt[:, None]
+        idx = torch.where(valid, start[:, None] + ar[None, :], torch.zeros_like(start)[:, None])
+        tok = torch.where(valid, self.token[idx], torch.full_like(idx, -1))
+        child = torch.where(valid, idx, torch.full_like(idx, -1))
+        return tok, child
+
+
+class ItemSubset:
+    """An :class:`ItemIndex` restricted to some of its items (one request's catalogue).
+
+    Every node covers the contiguous item ids ``[item_lo, item_hi)``, so with ``cum`` the
+    prefix sums of the item mask a child stays allowed when ``cum[hi] - cum[lo] > 0`` (O(1)
+    per candidate) and a terminal node's item (id ``item_lo``, the first of its range) when
+    its bit is set.  Same queries as the index: :meth:`walk`, :meth:`next_tokens`,
+    :meth:`next_tokens_batch`, :meth:`is_terminal`.
+
+    Raises:
+        StructgenError: an item id out of range or a mask of the wrong length.
+    """
+
+    def __init__(self, index: ItemIndex, allowed):
+        self.index = index
+        a = np.asarray(allowed)
+        if a.dtype == np.bool_:
+            if a.shape != (index.num_items,):
+                raise StructgenError(f"items subset: a mask needs {index.num_items} entries, got shape {a.shape}")
+            mask = a.copy()
+        else:
+            ids = a.astype(np.int64).reshape(-1)
+            if ids.size and (ids.min() < 0 or ids.max() >= index.num_items):
+                raise StructgenError(f"items subset: item id {int(ids[(ids < 0) | (ids >= index.num_items)][0])} "
+                                     f"outside [0, {index.num_items})")
+            mask = np.zeros(index.num_items, np.bool_)
+            mask[ids] = True
+        self.mask = mask
+        self.cum = np.zeros(mask.size + 1, np.int64)
+        np.cumsum(mask, out=self.cum[1:])
+        self.eos_id = index.eos_id
+
+    def live(self, node: int) -> bool:
+        """Some allowed item goes through ``node``."""
+        ix = self.index
+        return node >= 0 and bool(self.cum[ix.item_hi[node]] > self.cum[ix.item_lo[node]])
+
+    def is_terminal(self, node: int) -> bool:
+        return self.index.is_terminal(node) and bool(self.mask[self.index.item_lo[node]])
+
+    def child(self, node: int, token: int) -> int:
+        c = self.index.child(node, token)
+        return c if self.live(c) else -1
+
+    def walk(self, prefix: Sequence[int]) -> int:
+        node = self.index.walk(prefix)
+        return node if self.live(node) else -1
+
+    def children(self, node: int) -> tuple[np.ndarray, np.ndarray]:
+        toks, kids = self.index.children(node)
+        ix = self.index
+        keep = self.cum[ix.item_hi[kids]] > self.cum[ix.item_lo[kids]]
+        return toks[keep], kids[keep]
+
+    def next_tokens(self, prefix: Sequence[int]) -> np.ndarray:
+        node = self.walk(prefix)
+        if node < 0:
+            return np.zeros(0, np.int64)
+        toks = self.children(node)[0].astype(np.int64)
+        if self.eos_id is not None and self.is_terminal(node):
+            toks = np.append(toks, self.eos_id)
+        return toks
+
+    def next_tokens_batch(self, nodes, width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """As :meth:`ItemIndex.next_tokens_batch`, dropped children and EOS shown as -1
+        (rows keep the index's slots, so the allowed entries need not be leading)."""
+        ix = self.index
+        nodes = np.asarray(nodes, np.int64).reshape(-1)
+        tok, kid = ix.next_tokens_batch(nodes, width)
+        if ix.num_items == 0:
+            return tok, kid
+        safe = np.maximum(kid, 0)
+        ok = (kid >= 0) & (self.cum[ix.item_hi[safe]] > self.cum[ix.item_lo[safe]])
+        if self.eos_id is not None:
+            nsafe = np.maximum(nodes, 0)
+            term_ok = (nodes >= 0) & ix.terminal[nsafe] & self.mask[np.minimum(ix.item_lo[nsafe], max(ix.num_items - 1, 0))]
+            ok |= (tok == self.eos_id) & (kid < 0) & term_ok[:, None]
+        return np.where(ok, tok, -1), np.where(ok, kid, -1)

@@ -1,0 +1,220 @@
+"""ItemIndex (structgen.index.items) against a Python dict trie on random item sets: the allowed
+tokens after every prefix (and after non-prefixes), terminal flags, item ranges, the batched
+gather, walking every item, the device copy; build cost linear in the tokens."""
+from __future__ import annotations
+
+import random
+import time
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import structgen as sg
+from structgen.errors import StructgenError
+from structgen.index.items import ItemIndex
+
+
+def dict_trie(items):
+    root = {}
+    for it in items:
+        node = root
+        for t in it:
+            node = node.setdefault(t, {})
+        node[None] = True
+    return root
+
+
+def dict_next(trie, prefix, eos):
+    node = trie
+    for t in prefix:
+        if t not in node:
+            return []
+        node = node[t]
+    out = sorted(k for k in node if k is not None)
+    if None in node and eos is not None:
+        out.append(eos)
+    return out
+
+
+def random_items(rng, n, vocab, max_len, share=0.6):
+    items = []
+    for _ in range(n):
+        if items and rng.random() < share:
+            base = rng.choice(items)
+            cut = rng.randint(0, len(base))
+            it = base[:cut] + [rng.randrange(vocab) for _ in range(rng.randint(0, max_len - cut))]
+        else:
+            it = [rng.randrange(vocab) for _ in range(rng.randint(0, max_len))]
+        items.append(it)
+    return items
+
+
+def all_prefixes(items):
+    seen = set()
+    for it in items:
+        for k in range(len(it) + 1):
+            seen.add(tuple(it[:k]))
+    return sorted(seen)
+
+
+def check_against_dict(items, vocab, eos):
+    ix = ItemIndex.from_token_ids(items, vocab, eos_id=eos)
+    trie = dict_trie(items)
+    distinct = sorted({tuple(i) for i in items})
+    assert [tuple(i) for i in ix.items()] == distinct
+    assert len(ix) == len(distinct)
+    prefixes = all_prefixes(items)
+    for p in prefixes:
+        assert ix.next_tokens(list(p)).tolist() == dict_next(trie, p, eos), p
+        node = ix.walk(list(p))
+        assert node >= 0
+        assert ix.is_terminal(node) == (p in set(distinct))
+        lo, hi = ix.item_range(node)
+        assert [tuple(x) for x in distinct[lo:hi]] == [x for x in distinct if x[:len(p)] == p]
+    # non-prefixes: one token off every prefix
+    for p in prefixes[:50]:
+        for t in range(vocab):
+            q = list(p) + [t]
+            if tuple(q) not in set(prefixes):
+                assert ix.walk(q) == -1 and ix.next_tokens(q).size == 0
+    # batched gather == one at a time
+    nodes = [ix.walk(list(p)) for p in prefixes] + [-1]
+    toks, kids = ix.next_tokens_batch(nodes)
+    for row, (node, p) in enumerate(zip(nodes, prefixes + [None])):
+        want = dict_next(trie, p, eos) if p is not None else []
+        got = toks[row][toks[row] >= 0].tolist()
+        assert got == want
+        for t, c in zip(toks[row], kids[row]):
+            if t >= 0 and t != eos:
+                assert c == ix.child(node, int(t))
+    # per-depth max branching
+    for d in range(ix.max_depth + 1):
+        at_d = [p for p in prefixes if len(p) == d]
+        assert ix.max_branch[d] == max(len(dict_next(trie, p, None)) for p in at_d)
+    return ix
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_sets_match_dict_trie(seed):
+    rng = random.Random(seed)
+    vocab = rng.choice([2, 3, 5, 17])
+    items = random_items(rng, rng.randint(1, 60), vocab, rng.randint(1, 7))
+    eos = vocab if seed % 2 == 0 else None
+    check_against_dict(items, vocab + 1, eos)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 4), max_size=6), min_size=1, max_size=30))
+def test_hypothesis_sets_match_dict_trie(items):
+    check_against_dict(items, 6, 5)
+
+
+def test_prefix_items_and_empty_item():
+    ix = check_against_dict([[1, 2, 3], [1, 2], [1], [], [2]], 5, 4)
+    assert ix.next_tokens([]).tolist() == [1, 2, 4]
+    assert ix.next_tokens([1, 2]).tolist() == [3, 4]
+    assert [] in ix and [1, 2] in ix and [1, 3] not in ix
+
+
+def test_padded_array_input_and_sorted_fast_path():
+    arr = np.array([[3, 1, -1], [0, 2, 2], [3, 1, 4]])
+    ix = ItemIndex.from_token_ids(arr, 5)
+    assert ix.items() == [[0, 2, 2], [3, 1], [3, 1, 4]]
+    ix2 = ItemIndex.from_token_ids(ix.items(), 5, assume_sorted=True)
+    assert np.array_equal(ix2.token, ix.token) and np.array_equal(ix2.indptr, ix.indptr)
+    with pytest.raises(StructgenError):
+        ItemIndex.from_token_ids(np.array([[1, -1, 2]]), 5)
+
+
+def test_bad_ids_raise_structgen_errors():
+    with pytest.raises(StructgenError, match="item 1"):
+        ItemIndex.from_token_ids([[1], [2, 7]], 5)
+    with pytest.raises(StructgenError, match="eos_id"):
+        ItemIndex.from_token_ids([[1, 4]], 5, eos_id=4)
+
+
+def test_semantic_ids_every_item_walks_to_a_terminal():
+    rng = np.random.default_rng(0)
+    n, L, V = 20000, 6, 64
+    arr = rng.integers(0, V, size=(n, L))
+    ix = ItemIndex.from_token_ids(arr, V)
+    for row in arr[:2000]:
+        assert row.tolist() in ix
+    assert ix.num_items == len({tuple(r) for r in arr.tolist()})
+    assert ix.nbytes > 0
+
+
+def test_build_is_linear_in_tokens():
+    rng = np.random.default_rng(1)
+    ItemIndex.from_token_ids(rng.integers(0, 100, size=(100, 5)), 100)   # compile
+    def build(n):
+        arr = rng.integers(0, 1000, size=(n, 6))
+        t = time.perf_counter()
+        ItemIndex.from_token_ids(arr, 1000)
+        return time.perf_counter() - t
+    small = min(build(20000) for _ in range(3))
+    big = min(build(200000) for _ in range(2))
+    assert big <= 30 * small + 0.5   # 10x the tokens; lexsort adds a log factor
+
+
+def test_device_copy_gathers_the_same_rows():
+    torch = pytest.importorskip("torch")
+    rng = random.Random(3)
+    items = random_items(rng, 80, 7, 5)
+    ix = ItemIndex.from_token_ids(items, 8, eos_id=7)
+    dev = ix.to("cpu")
+    assert dev.nbytes > 0
+    nodes = list(range(ix.num_nodes)) + [-1]
+    width = int(max(ix.max_branch))
+    tok, kid = dev.gather(torch.tensor(nodes), width)
+    ref_t, ref_c = ix.next_tokens_batch(nodes, width + 1)
+    for r, v in enumerate(nodes):
+        n_kids = 0 if v < 0 else int(ix.indptr[v + 1] - ix.indptr[v])
+        assert tok[r, :n_kids].tolist() == ref_t[r, :n_kids].tolist()
+        assert kid[r, :n_kids].tolist() == ref_c[r, :n_kids].tolist()
+        assert (tok[r, n_kids:] == -1).all()
+
+
+def test_exported():
+    assert sg.ItemIndex is ItemIndex
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_subsets_match_a_dict_trie_of_the_allowed_items(seed):
+    rng = random.Random(200 + seed)
+    items = random_items(rng, 50, 4, 6)
+    ix = ItemIndex.from_token_ids(items, 5, eos_id=4)
+    distinct = [tuple(x) for x in ix.items()]
+    assert [ix.item_id(list(x)) for x in distinct] == list(range(len(distinct)))
+    keep = sorted(rng.sample(range(len(distinct)), rng.randint(0, len(distinct))))
+    sub = ix.subset(keep)
+    allowed = [list(distinct[i]) for i in keep]
+    trie = dict_trie(allowed)
+    prefixes = all_prefixes(items)
+    for p in prefixes:
+        assert sub.next_tokens(list(p)).tolist() == dict_next(trie, p, 4), p
+    nodes = [ix.walk(list(p)) for p in prefixes]
+    toks, _ = sub.next_tokens_batch(nodes)
+    for row, p in enumerate(prefixes):
+        assert sorted(t for t in toks[row].tolist() if t >= 0) == sorted(dict_next(trie, p, 4))
+    mask = np.zeros(len(distinct), bool)
+    mask[keep] = True
+    assert ix.subset(mask).next_tokens([]).tolist() == dict_next(trie, (), 4)
+    with pytest.raises(StructgenError):
+        ix.subset([len(distinct)])
+
+
+def test_from_strings_indexes_the_canonical_tokenization():
+    from tests.helpers import load_vocab
+    vocab = load_vocab("gpt2")
+    titles = ["The Matrix", "The Matrix Reloaded", "Toy Story", "Toy Story 2", "Heat", "héros"]
+    ix = ItemIndex.from_strings(titles, vocab)
+    assert ix.eos_id == int(vocab.eos_ids[0]) and len(ix) == len(titles)
+    for t in titles:
+        ids = vocab.encode(t)
+        assert ids in ix
+        assert vocab.decode(ix.items()[ix.item_id(ids)]) == t.encode()
+    # "Heat" spelled one byte token at a time is the same text but not the canonical tokens
+    bytewise = [vocab.encode(c)[0] for c in "Heat"]
+    assert bytewise != vocab.encode("Heat") and bytewise not in ix
