@@ -62,6 +62,12 @@ import structgen as sg
 from structgen.automaton import ir
 from structgen.automaton.build import build_dfa
 from structgen.errors import StructgenError
+def peak_rss():
+    # VmHWM: this process's own peak (ru_maxrss keeps the forking parent's peak across exec on Linux)
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 vocab = sg.Vocabulary.from_bytes([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
 sg.compile(sg.Grammar.from_regex("ab*"), vocab, time_limit=60)          # load the kernels
 sg.compile(sg.Grammar.from_lark('start: "a" B\\nB: /b+/'), vocab, time_limit=60)
@@ -78,7 +84,7 @@ for name, code in json.loads(sys.argv[1]).items():
     except StructgenError as e:
         out, limit = type(e).__name__, getattr(e, "limit", None)
     print(json.dumps({"name": name, "outcome": out, "limit": limit, "seconds": time.perf_counter() - t0,
-                      "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}), flush=True)
+                      "peak_rss": peak_rss()}), flush=True)
 """
 
 
