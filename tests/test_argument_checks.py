@@ -255,3 +255,14 @@ def test_unknown_shipped_grammar_names_the_available_ones():
         assert isinstance(e.value, KeyError) and isinstance(e.value, sg.StructgenError)
         assert not str(e.value).startswith("'")
     assert "start" in sg.grammars.load("json")
+
+
+def test_tiny_temperature_is_greedy_not_nan():
+    """temperature=1e-300 (legal: finite and > 0) must not overflow into NaN probabilities."""
+    import torch as _torch
+
+    from structgen.decoding.autoregressive import sample, sampling_probs
+    z = _torch.tensor([[0.5, -0.2, float("-inf"), 0.1]])
+    p = sampling_probs(z, 1e-300)
+    assert _torch.isfinite(p).all() and float(p[0, 0]) == 1.0
+    assert int(sample(z, 1e-300, top_p=1e-300)[0]) == 0

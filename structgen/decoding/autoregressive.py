@@ -86,7 +86,10 @@ def sampling_probs(logits: torch.Tensor, temperature: float, top_k: int = 0, top
     """The distribution :func:`sample` draws from for (already masked) float logits ``[n, V]``
     at ``temperature > 0``: logits divided by the temperature, cut to the ``top_k`` best
     (0 = no cut) and to the smallest set whose probability reaches ``top_p``, softmaxed."""
-    x = logits / float(temperature)
+    # shifted by the maximum first (the softmax is the same) and the temperature kept above the
+    # dtype's smallest normal: a tiny temperature then gives 0 and -inf (greedy), not NaN
+    t = max(float(temperature), torch.finfo(logits.dtype).tiny)
+    x = (logits - logits.max(dim=-1, keepdim=True).values) / t
     if top_k and 0 < top_k < x.shape[-1]:
         kth = torch.topk(x, int(top_k), dim=-1).values[:, -1:]
         x = x.masked_fill(x < kth, float("-inf"))
@@ -95,6 +98,7 @@ def sampling_probs(logits: torch.Tensor, temperature: float, top_k: int = 0, top
         probs = torch.softmax(srt, dim=-1)
         # drop a token when the mass before it already reaches top_p (the best always stays)
         drop = (probs.cumsum(dim=-1) - probs) >= float(top_p)
+        drop[..., 0] = False   # even when top_p underflows the dtype
         srt = srt.masked_fill(drop, float("-inf"))
         x = torch.full_like(x, float("-inf")).scatter(-1, idx, srt)
     return torch.softmax(x, dim=-1)
