@@ -171,6 +171,36 @@ class _Decoder:
             out.append(int(f))
         return out
 
+    def target_tail(self, i: int) -> list[int]:
+        """What the target lane lacks of row ``i``'s context (never empty: the last token's
+        logits are needed)."""
+        ctx = self.context(self.rows[i])
+        tail = self.target.sync(i, ctx)
+        if not tail:   # never after a step, which always adds a token; kept for safety
+            self.target.truncate(i, len(ctx) - 1)
+            tail = ctx[-1:]
+        return tail
+
+    def count_pass(self, rows, t0: float) -> None:
+        for i in rows:
+            self.rows[i].forward_passes += 1
+        self.stats.forward_passes += 1
+        self.stats.steps += 1
+        self.stats.forward_seconds += time.perf_counter() - t0
+
+    def masked(self, rows_lg, rows_bm):
+        """``(best, probs, log_z)`` of the target logits ``rows_lg`` under the mask rows
+        ``rows_bm`` (None: unconstrained): argmaxes when greedy, else processed distributions,
+        and the log of the probability mass each mask keeps."""
+        ones = torch.full((self.words,), -1, dtype=torch.int32)
+        z = _width(torch.stack(rows_lg).to("cpu"), self.width)
+        lse_all = torch.logsumexp(z, dim=-1)
+        apply_bitmask_(z, torch.stack([ones if b is None else b for b in rows_bm]))
+        log_z = (torch.logsumexp(z, dim=-1) - lse_all).tolist()
+        if self.greedy:
+            return z.argmax(-1).tolist(), None, log_z
+        return None, sampling_probs(z, self.temperature, self.top_k, self.top_p), log_z
+
     # ---------------------------------------------------------------- plans
     def plan(self, i: int) -> Plan | None:
         r = self.rows[i]
@@ -262,20 +292,9 @@ class _Decoder:
         t0 = time.perf_counter()
         chains = {i: p.chain() for i, p in plans.items()}
         olds = {i: len(self.context(self.rows[i])) for i in plans}
-        chunks = {}
-        for i in plans:
-            ctx = self.context(self.rows[i])
-            tail = self.target.sync(i, ctx)
-            if not tail:   # never after a step, which always adds a token; kept for safety
-                self.target.truncate(i, len(ctx) - 1)
-                tail = ctx[-1:]
-            chunks[i] = tail + chains[i]
+        chunks = {i: self.target_tail(i) + chains[i] for i in plans}
         out = self.target.feed(chunks, keep={i: len(c) + 1 for i, c in chains.items()})
-        for i in plans:
-            self.rows[i].forward_passes += 1
-        self.stats.forward_passes += 1
-        self.stats.steps += 1
-        self.stats.forward_seconds += time.perf_counter() - t0
+        self.count_pass(plans, t0)
         # masked target distributions at every slot
         t0 = time.perf_counter()
         index, rows_lg, rows_bm = {}, [], []
@@ -284,18 +303,10 @@ class _Decoder:
             for s, slot in enumerate(p.slots):
                 index[(i, s)] = len(rows_lg)
                 rows_lg.append(lg[off])
-                rows_bm.append(p.bitmask[slot.mask] if slot.mask is not None
-                               else torch.full((self.words,), -1, dtype=torch.int32))
+                rows_bm.append(None if slot.mask is None else p.bitmask[slot.mask])
                 if slot.token is not None:
                     off += 1 + len(slot.after)
-        z = _width(torch.stack(rows_lg).to("cpu"), self.width)
-        lse_all = torch.logsumexp(z, dim=-1)
-        apply_bitmask_(z, torch.stack(rows_bm))
-        log_z = (torch.logsumexp(z, dim=-1) - lse_all).tolist()
-        if self.greedy:
-            best, probs = z.argmax(-1).tolist(), None
-        else:
-            best, probs = None, sampling_probs(z, self.temperature, self.top_k, self.top_p)
+        best, probs, log_z = self.masked(rows_lg, rows_bm)
         t1 = time.perf_counter()
         self.stats.mask_seconds += t1 - t0
         events = []
@@ -335,20 +346,9 @@ class _Decoder:
             trees[i] = DraftTree([p] + self.alternatives(i, p), self.eos)
         self.stats.mask_seconds += time.perf_counter() - t0
         t0 = time.perf_counter()
-        chunks = {}
-        for i, tree in trees.items():
-            ctx = self.context(self.rows[i])
-            tail = self.target.sync(i, ctx)
-            if not tail:
-                self.target.truncate(i, len(ctx) - 1)
-                tail = ctx[-1:]
-            chunks[i] = (tail, *tree.flatten())
+        chunks = {i: (self.target_tail(i), *tree.flatten()) for i, tree in trees.items()}
         out = self.target.feed_tree(chunks)
-        for i in trees:
-            self.rows[i].forward_passes += 1
-        self.stats.forward_passes += 1
-        self.stats.steps += 1
-        self.stats.forward_seconds += time.perf_counter() - t0
+        self.count_pass(trees, t0)
         t0 = time.perf_counter()
         index, rows_lg, rows_bm = {}, [], []
         for i, tree in trees.items():
@@ -357,13 +357,8 @@ class _Decoder:
                     continue
                 index[(i, id(node))] = len(rows_lg)
                 rows_lg.append(out[i][node.pos + 1])
-                rows_bm.append(node.mask if node.mask is not None else torch.full((self.words,), -1, dtype=torch.int32))
-        z = _width(torch.stack(rows_lg).to("cpu"), self.width)
-        lse_all = torch.logsumexp(z, dim=-1)
-        apply_bitmask_(z, torch.stack(rows_bm))
-        log_z = (torch.logsumexp(z, dim=-1) - lse_all).tolist()
-        best, probs = (z.argmax(-1).tolist(), None) if self.greedy else \
-            (None, sampling_probs(z, self.temperature, self.top_k, self.top_p))
+                rows_bm.append(node.mask)
+        best, probs, log_z = self.masked(rows_lg, rows_bm)
         self.stats.mask_seconds += time.perf_counter() - t0
         events = []
         for i, tree in trees.items():
