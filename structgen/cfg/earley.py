@@ -113,23 +113,29 @@ def set_accepting(items, set_off, k, final_dr):
 
 
 @njit(cache=True, nogil=True)
+def _add_pair(fout, nf, g, org):
+    """Append the frontier pair (g, org) to ``fout[:nf]`` unless present; the new count, or -1
+    when ``fout`` is full."""
+    for q in range(nf):
+        if fout[q, 0] == g and fout[q, 1] == org:
+            return nf
+    if nf >= fout.shape[0]:
+        return -1
+    fout[nf, 0] = g
+    fout[nf, 1] = org
+    return nf + 1
+
+
+@njit(cache=True, nogil=True)
 def predict_frontier(items, set_off, k, NN, dr_next, tstart, fout, nf):
     """Start a lexeme at set k for every terminal it expects; returns the new count (-1: full)."""
     for p in range(set_off[k], set_off[k + 1]):
         s = dr_next[items[p, 0]]
         if s >= NN:
             g = tstart[s - NN]
-            dup = False
-            for q in range(nf):
-                if fout[q, 0] == g and fout[q, 1] == k:
-                    dup = True
-                    break
-            if not dup:
-                if nf >= fout.shape[0]:
-                    return -1
-                fout[nf, 0] = g
-                fout[nf, 1] = k
-                nf += 1
+            nf = _add_pair(fout, nf, g, k)
+            if nf < 0:
+                return -1
     return nf
 
 
@@ -222,17 +228,9 @@ def predict_frontier_aliased(items, set_off, k, NN, dr_next, dr_lhs, gterm, tsta
                 if same:
                     org = j
                     break
-        dup = False
-        for q in range(nf):
-            if fout[q, 0] == g and fout[q, 1] == org:
-                dup = True
-                break
-        if not dup:
-            if nf >= fout.shape[0]:
-                return -1
-            fout[nf, 0] = g
-            fout[nf, 1] = org
-            nf += 1
+        nf = _add_pair(fout, nf, g, org)
+        if nf < 0:
+            return -1
     return nf
 
 
