@@ -18,6 +18,7 @@ from .runtime.batch import get_num_threads, set_num_threads
 from .kernels.bitmask import allocate_bitmask, apply_bitmask_, bitmask_to_ids, unpack_bitmask
 from .index.token_dfa import TokenDFA, DeviceTokenDFA
 from .index.items import ItemIndex
+from .index.catalog import ItemCatalog
 from . import grammars
 from .caching import cache_info, clear_caches, set_cache_limits
 from .decoding.speculative import Speculative
@@ -34,4 +35,4 @@ __all__ = [
     "grammars", "generate", "Generator", "function", "GenerationResult", "GenerationError",
     "beam_search", "clear_caches", "cache_info", "set_cache_limits",
 ]
-__all__ += ["OptionError", "TokenError", "BitmaskError", "GrammarNotFound"]
+__all__ += ["ItemCatalog", "OptionError", "TokenError", "BitmaskError", "GrammarNotFound"]

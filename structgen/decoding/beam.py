@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from ..errors import StructgenError
+from ..index.catalog import ItemCatalog
 from ..index.items import DeviceItemIndex, ItemIndex, ItemSubset
 
 __all__ = ["beam_search", "BeamSearchOutput"]
@@ -105,7 +106,8 @@ def beam_search(model, tokenizer_or_input_ids, index, num_beams: int = 8, max_ne
         tokenizer_or_input_ids: prompt ids (a list of ints, a list of lists, a 1-D or 2-D
             tensor; prompts may differ in length) or a tokenizer, with ``prompt=`` text.
         index: an :class:`~structgen.ItemIndex` (or its :meth:`~structgen.ItemIndex.to`
-            copy on the model's device).
+            copy on the model's device), an :class:`~structgen.index.items.ItemSubset` or an
+            :class:`~structgen.ItemCatalog` (its pending additions are merged first).
         num_beams: live beams per prompt and finished items returned.
         max_new_tokens: most tokens per item, EOS included (default: the longest item + 1).
         length_penalty: 0.0 for plain sums of log-probabilities.
@@ -120,6 +122,8 @@ def beam_search(model, tokenizer_or_input_ids, index, num_beams: int = 8, max_ne
     """
     fwd = _Forward(model)
     dev = fwd.device
+    if isinstance(index, ItemCatalog):
+        index = index.view()
     if isinstance(index, ItemSubset):
         index, subset = index.index, index if subset is None else subset
     host = index.host if isinstance(index, DeviceItemIndex) else index

@@ -379,6 +379,17 @@ class ItemIndex:
                 ``eos_id`` among the item tokens.
         """
         data, off = _flatten(sequences)
+        return cls.from_flat(data, off, vocab_size, eos_id, assume_sorted=assume_sorted)
+
+    @classmethod
+    def from_flat(cls, data, offsets, vocab_size: int, eos_id: int | None = None, *,
+                  assume_sorted: bool = False) -> "ItemIndex":
+        """As :meth:`from_token_ids`, the items given flat: item ``i`` is
+        ``data[offsets[i]:offsets[i + 1]]`` (the layout :meth:`flat_items` returns)."""
+        data = np.asarray(data, np.int64).reshape(-1)
+        off = np.asarray(offsets, np.int64).reshape(-1)
+        if off.size == 0 or off[0] != 0 or off[-1] != data.size or (np.diff(off) < 0).any():
+            raise StructgenError(f"items: offsets must rise from 0 to len(data)={data.size}")
         if data.size:
             bad = np.flatnonzero((data < 0) | (data >= vocab_size))
             if bad.size:
@@ -528,9 +539,14 @@ class ItemIndex:
         mask over item ids (``[num_items]``) or a sequence of item ids."""
         return ItemSubset(self, allowed)
 
+    def flat_items(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every item in sorted order, flat: ``(data, offsets)`` (int32 tokens, int64 offsets), item ``i`` being
+        ``data[offsets[i]:offsets[i + 1]]``."""
+        return _paths(self.token, self.indptr, self.num_nodes, self.depth_start, self.terminal)
+
     def items(self) -> list[list[int]]:
         """Every item, in sorted order."""
-        data, off = _paths(self.token, self.indptr, self.num_nodes, self.depth_start, self.terminal)
+        data, off = self.flat_items()
         return [data[off[i]:off[i + 1]].tolist() for i in range(off.size - 1)]
 
     def __contains__(self, seq) -> bool:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import StructgenError
+from ..index.catalog import ItemCatalog
 from ..index.items import ItemSubset
 from ..kernels.bitmask import set_bits
 from . import history as hist
@@ -33,7 +34,8 @@ _TERMINATED = -2
 
 class ItemMatcher(Matcher):
     """Matcher over an :class:`~structgen.ItemIndex` (or an
-    :class:`~structgen.index.items.ItemSubset` of one) for vocabulary ``vocab``.
+    :class:`~structgen.index.items.ItemSubset` of one, or the current items of an
+    :class:`~structgen.ItemCatalog`) for vocabulary ``vocab``.
 
     Raises:
         StructgenError: an item token is outside the vocabulary's logits width or is an EOS id.
@@ -42,6 +44,8 @@ class ItemMatcher(Matcher):
     __slots__ = ("_index", "_vocab", "_node", "_lineage", "_eos", "_words")
 
     def __init__(self, index, vocab):
+        if isinstance(index, ItemCatalog):
+            index = index.view()
         base = index.index if isinstance(index, ItemSubset) else index
         if base.num_nodes > 1:
             toks = base.token[1:]
