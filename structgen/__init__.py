@@ -12,6 +12,7 @@ from .errors import (BitmaskError, EmptyLanguage, GrammarError, GrammarNotFound,
                      RegexError, SchemaError, StructgenError, TokenError, Unsupported, VocabularyError)
 from .vocab import Vocabulary
 from .grammar import Grammar
+from .frontends.json_schema.hygiene import JsonHygiene
 from .compiler import CompiledGrammar, compile
 from .runtime import ByteStateView, Matcher, Snapshot, TokenDFAMatcher, fill_bitmasks
 from .runtime.batch import get_num_threads, set_num_threads
@@ -36,3 +37,4 @@ __all__ = [
     "beam_search", "clear_caches", "cache_info", "set_cache_limits",
 ]
 __all__ += ["ItemCatalog", "OptionError", "TokenError", "BitmaskError", "GrammarNotFound"]
+__all__ += ["JsonHygiene"]

@@ -495,7 +495,11 @@ def generate(model, tokenizer, prompt, *, schema=None, regex=None, grammar=None,
     default: json.dumps' separators; "compact"; or "flexible") and ``schema_options`` go to the
     JSON Schema compiler; for Pydantic types
     and JSON Schemas alike, objects without ``additionalProperties``/``patternProperties`` are
-    closed (no extra keys) unless ``schema_options={"strict": False}``.  ``property_order``:
+    closed (no extra keys) unless ``schema_options={"strict": False}``, and generation hygiene
+    is on (integer literals in the 64-bit range, bounded number digits and exponents, short
+    whitespace runs, extra members last: :class:`structgen.JsonHygiene`) unless
+    ``schema_options={"hygiene": False}`` (exact JSON Schema semantics; a dict or a
+    ``JsonHygiene`` changes the settings).  ``property_order``:
     ``"declared"`` (the default: object members in the order the schema lists them) or ``"any"``
     (any order, each key at most once; see :mod:`structgen.frontends.json_schema.property_order`).  Sampling:
     ``temperature=0`` is greedy; else ``top_k``/``top_p``/``seed`` (values are checked first:

@@ -130,6 +130,12 @@ def string_choices(tp) -> list[str] | None:
 #: model misplace numbers, flexible gave fast-forward little to force).
 DEFAULT_WHITESPACE = "dumps"
 
+#: JSON Schema semantics for generation when none is given: the exact language with the
+#: restrictions of :class:`structgen.JsonHygiene` (integer literals in the 64-bit range, bounded
+#: number digits and exponents, short whitespace runs, extra members last), so that a weak model
+#: cannot run away in ``23.000...``; ``schema_options={"hygiene": False}`` keeps exact semantics.
+DEFAULT_HYGIENE = True
+
 
 def constraint_from_annotation(tp, *, whitespace: str | None = None, where: str = "return annotation",
                                property_order: str | None = None) -> Constraint:
@@ -150,7 +156,7 @@ def constraint_from_annotation(tp, *, whitespace: str | None = None, where: str 
         adapter = TypeAdapter(tp)
         return Constraint(Grammar.choice(choices), adapter.validate_python, f"one of {choices}")
     adapter = _type_adapter(tp, where)
-    options = {"whitespace": whitespace or DEFAULT_WHITESPACE}
+    options = {"whitespace": whitespace or DEFAULT_WHITESPACE, "hygiene": DEFAULT_HYGIENE}
     if property_order is not None:
         options["property_order"] = property_order
     return Constraint(_pydantic_grammar(tp, options), adapter.validate_json, _type_name(tp))
@@ -171,6 +177,7 @@ def resolve_constraint(*, schema=None, regex=None, grammar=None, choices=None, w
     if property_order is not None:
         options["property_order"] = property_order
     options.setdefault("whitespace", DEFAULT_WHITESPACE)
+    options.setdefault("hygiene", DEFAULT_HYGIENE)
     if schema is not None:
         return _schema_constraint(schema, options)
     if regex is not None:

@@ -17,6 +17,7 @@ from .automaton.limits import check_count, check_known, check_seconds
 from .errors import LimitExceeded, OptionError, StructgenError
 from .frontends.deep import call_deep
 from .frontends.gbnf import gbnf_to_cfg
+from .frontends.json_schema.hygiene import resolve_hygiene
 from .frontends.json_schema.options import parse_json_text
 from .frontends.json_schema.property_order import check_order
 from .frontends.json_schema.registry import bundle_remote
@@ -105,7 +106,7 @@ class Grammar:
     # -- JSON Schema / Pydantic ---------------------------------------------------
     @classmethod
     def from_json_schema(cls, schema: Any, *, engine: str = "auto", property_order: str = "declared",
-                         registry: Any = None, **options) -> "Grammar":
+                         registry: Any = None, hygiene: Any = None, **options) -> "Grammar":
         """JSON documents valid under ``schema`` (a dict, bool or JSON text).
 
         ``engine``: ``"dfa"`` compiles the whole schema to one regular language
@@ -120,6 +121,12 @@ class Grammar:
         ``registry``: where remote ``$ref`` URIs are looked up -- a ``referencing.Registry`` (what
         ``jsonschema`` uses) or a mapping of URI to schema; never a network fetch (see
         :mod:`structgen.frontends.json_schema.registry`).
+        ``hygiene``: generation restrictions on top of the exact language -- ``True`` (the
+        defaults of :class:`structgen.JsonHygiene`: integer literals in the 64-bit range, bounded
+        number digits and exponents, short whitespace runs, extra members after the declared
+        ones), a dict of its settings or an instance; ``None``/``False`` (the default here): exact
+        JSON Schema semantics.  ``sg.generate`` and friends turn it on (see
+        :mod:`structgen.frontends.json_schema.hygiene`); ``report.hygiene`` lists what was used.
         Other options are the compilers', e.g. ``whitespace="compact"|"flexible"``, ``lenient=False``.
         """
         if engine not in ("auto", "dfa", "cfg"):
@@ -128,6 +135,9 @@ class Grammar:
             options["time_limit"] = check_seconds(options["time_limit"], who="Grammar.from_json_schema()")
         if check_order(property_order) == "any":
             options["property_order"] = "any"
+        hygiene = resolve_hygiene(hygiene)
+        if hygiene is not None:
+            options["hygiene"] = hygiene
         if registry is not None:
             schema = bundle_remote(call_deep(parse_json_text, schema), registry, options.get("draft"))
         engine, result, text, schema = call_deep(_schema_and_text, engine, schema, options)

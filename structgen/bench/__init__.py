@@ -71,6 +71,10 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--workers", type=int, default=1, help="worker processes (0 = in-process, no isolation)")
     ap.add_argument("--whitespace", choices=["flexible", "compact"], default=None,
                     help="default: flexible (maskbench, testsuite), compact (jsonschemabench)")
+    ap.add_argument("--hygiene", choices=["on", "off"], default=None,
+                    help="structgen's generation restrictions (integer literals, bounded digits, extra keys "
+                         "last: structgen.JsonHygiene); default: on for jsonschemabench, off where test "
+                         "instances are forced (maskbench, testsuite: exact semantics)")
     ap.add_argument("--compile-limit", type=float, default=10.0, help="seconds (compile + first mask)")
     ap.add_argument("--run-limit", type=float, default=60.0, help="seconds (forcing tests / generation)")
     ap.add_argument("--max-tokens", type=int, default=2048)
@@ -87,7 +91,7 @@ def _meta(args, engines, elapsed) -> dict:
     versions = {e: engine_version(e) for e in engines}
     return {"command": "python -m structgen.bench " + " ".join(sys.argv[1:]) if sys.argv else "",
             "engines": versions, "tokenizer": args.tokenizer, "model": args.model if args.mode == "jsonschemabench"
-            else None, "workers": args.workers, "whitespace": args.whitespace,
+            else None, "workers": args.workers, "whitespace": args.whitespace, "hygiene": args.hygiene,
             "limits": {"compile_s": args.compile_limit, "run_s": args.run_limit, "max_tokens": args.max_tokens},
             "machine": {"platform": platform.platform(), "python": platform.python_version(),
                         "cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
@@ -136,8 +140,10 @@ def _run(args) -> int:
     if args.whitespace is None:
         args.whitespace = "compact" if args.mode == "jsonschemabench" else "flexible"
     limits = Limits(compile_s=args.compile_limit, run_s=args.run_limit, max_tokens=args.max_tokens)
+    if args.hygiene is None:
+        args.hygiene = "on" if args.mode == "jsonschemabench" else "off"
     config = RunConfig(mode=args.mode, tokenizer=args.tokenizer, whitespace=args.whitespace, limits=limits,
-                       model=args.model)
+                       model=args.model, hygiene=args.hygiene == "on")
     t0 = time.perf_counter()
     results = run_tasks(config, engines, tasks, out / f"{args.mode}.jsonl", workers=args.workers,
                         progress=not args.quiet)

@@ -17,7 +17,9 @@ Adapters, with the options MaskBench used so that ``json.dumps`` output (``", "`
 ``": "``) is accepted when ``whitespace="flexible"``:
 
 ========== ===================================================================================
-structgen  ``Grammar.from_json_schema(schema, whitespace=...)`` + ``sg.compile`` (no cache)
+structgen  ``Grammar.from_json_schema(schema, whitespace=..., hygiene=...)`` + ``sg.compile`` (no
+           cache; ``hygiene``: the generation restrictions, on for jsonschemabench, off where
+           instances are forced)
 llguidance ``LLMatcher.grammar_from_json_schema(schema, defaults={"whitespace_flexible": ...})``
 xgrammar   ``GrammarCompiler(max_threads=1, cache_enabled=False).compile_json_schema(schema,
            any_whitespace=..., strict_mode=False)`` (strict mode would forbid extra properties,
@@ -131,12 +133,14 @@ class Engine:
     name = "engine"
     dist: str | None = None   # the distribution whose version is reported
 
-    def __init__(self, tok: BenchTokenizer, *, whitespace: str = "flexible", compile_limit: float = 10.0):
+    def __init__(self, tok: BenchTokenizer, *, whitespace: str = "flexible", compile_limit: float = 10.0,
+                 hygiene: bool = False):
         if whitespace not in ("flexible", "compact"):
             raise ValueError("whitespace must be 'flexible' or 'compact'")
         self.tok = tok
         self.whitespace = whitespace
         self.compile_limit = compile_limit
+        self.hygiene = bool(hygiene)   # structgen only: generation restrictions (peers keep their defaults)
 
     @property
     def version(self) -> str:
@@ -205,7 +209,7 @@ class StructgenEngine(Engine):
         t0 = time.perf_counter()
         try:
             g = sg.Grammar.from_json_schema(schema, whitespace=self.whitespace, time_limit=self.compile_limit,
-                                            property_order=self.property_order)
+                                            property_order=self.property_order, hygiene=self.hygiene)
             left = max(0.1, self.compile_limit - (time.perf_counter() - t0))
             cg = sg.compile(g, self.tok.vocab, time_limit=left, cache=False)
         except sg.StructgenError as e:
@@ -508,6 +512,7 @@ def engine_version(name: str) -> str:
 
 
 def make_engine(name: str, tok: BenchTokenizer, **options) -> Engine:
-    """An adapter for ``name`` bound to ``tok`` (options: ``whitespace``, ``compile_limit``)."""
+    """An adapter for ``name`` bound to ``tok`` (options: ``whitespace``, ``compile_limit``,
+    ``hygiene``)."""
     return engine_class(name)(tok, **options)
 

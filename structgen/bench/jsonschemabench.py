@@ -281,7 +281,7 @@ def _structgen_generate(engine, schema, model, tok, lim, out, phase):
     t0 = time.perf_counter()
     try:
         r = sg.generate(model, tok.hf, _messages(schema), schema=schema, max_new_tokens=lim.max_tokens,
-                        whitespace=engine.whitespace)
+                        whitespace=engine.whitespace, schema_options={"hygiene": engine.hygiene})
     except sg.StructgenError as e:
         out.update(status="refused", error=f"{type(e).__name__}: {str(e)[:300]}")
         return out

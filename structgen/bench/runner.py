@@ -60,6 +60,7 @@ class RunConfig:
     model: str = "random"             # jsonschemabench: "random", "smollm2" (the demo) or a model name/path
     seed: int = 0
     logits_width: int | None = None
+    hygiene: bool = False             # structgen's generation restrictions (jsonschemabench: on by default)
 
 
 # ----------------------------------------------------------------------------- worker side
@@ -102,7 +103,7 @@ class WorkerContext:
             from .engines import make_engine
 
             e = make_engine(name, self.tok, whitespace=self.config.whitespace,
-                            compile_limit=self.config.limits.compile_s)
+                            compile_limit=self.config.limits.compile_s, hygiene=self.config.hygiene)
             e.warm_up()
             self._engines[name] = e
         return self._engines[name]

@@ -56,6 +56,7 @@ from . import numbers as json_numbers
 from .cfg_objects import ObjectRules
 from .combine import Combiner, Fallback
 
+from .hygiene import lexical_node, resolve_hygiene, with_hygiene
 from .keywords import ALL_TYPES, UNSUPPORTED
 from .language import WS_CHARS
 from .merge import (SCALAR_ALLOF, SCALAR_KEYWORDS, NOT_CONSTRAINING, Merger, NotMergeable, objects_disjoint,
@@ -70,6 +71,8 @@ from .strings import encode
 from .values import is_count
 
 _SCALARS = ("null", "boolean", "number", "integer", "string")
+#: terminal hints of pieces that are not whole values: keys (never capped), long-string chunks
+PIECES = frozenset({"key", "xkey", "chunk", "tail", "'\"'"})
 
 
 def _inline_units(rules: dict, start: str) -> dict:
@@ -166,11 +169,15 @@ class CfgSchemaCompiler(ObjectRules):
 
     def __init__(self, root, *, whitespace="compact", max_whitespace=16, lenient=False, draft=None,
                  time_limit=10.0, max_states=100_000, max_array_unroll=2048, max_string_length=256,
-                 max_floating_permutations=3, property_order="declared", any_order_limit=1024, **regular_options):
+                 max_floating_permutations=3, property_order="declared", any_order_limit=1024, hygiene=None,
+                 **regular_options):
+        h = resolve_hygiene(hygiene)
+        # hygiene: extra members after the declared ones, in the rules and in the regular leaves
+        self.extras_last = h is not None and h.extra_properties == "end"
         self.rc = LeafCompiler(root, whitespace=whitespace, max_whitespace=max_whitespace, lenient=lenient,
                                draft=draft, time_limit=time_limit, max_states=max_states, recursion="error",
-                               extra_properties="anywhere", property_order=property_order,
-                               any_order_limit=any_order_limit, **regular_options)
+                               extra_properties="end" if self.extras_last else "anywhere",
+                               property_order=property_order, any_order_limit=any_order_limit, **regular_options)
         self.any_order = self.rc.any_order      # members in any order (see structgen.frontends.json_schema.property_order)
         self.any_order_limit = int(any_order_limit)
         self.rc.max_string_length = int(max_string_length)
@@ -178,6 +185,12 @@ class CfgSchemaCompiler(ObjectRules):
         self.root = self.doc.root
         self.lenient = lenient
         self.report = self.rc.report
+        # hygiene: every value terminal is intersected with H (see .hygiene), string values capped
+        self.hygiene = h.for_schema(self.root) if h is not None else None
+        self.lexical = lexical_node(self.hygiene) if h is not None else None
+        self.string_cap = self.hygiene.max_string_length if h is not None else None
+        if h is not None:
+            self.report.hygiene = self.hygiene.describe()
         self.flexible = whitespace == "flexible"
         self.dumps = whitespace == "dumps"
         self.ws = ir.Repeat(WS_CHARS, 0, int(max_whitespace)) if self.flexible else None
@@ -200,9 +213,12 @@ class CfgSchemaCompiler(ObjectRules):
 
     def term(self, node: ir.Node, hint: str = "t", ws: bool = True) -> str:
         """The terminal name of a regular language (deduplicated); ``None`` for the empty language.
-        ``ws=False``: no whitespace before it (a piece of a longer lexical unit)."""
+        ``ws=False``: no whitespace before it (a piece of a longer lexical unit).  Under hygiene
+        the language is intersected with ``H`` unless ``hint`` names a piece (:data:`PIECES`)."""
         if node == ir.NOTHING:
             return None
+        if self.lexical is not None and hint not in PIECES and not _is_literal(node):
+            node = ir.And((node, self.lexical))  # whole lexemes: numbers and strings as H allows
         raw = (node, ws)
         if raw in self._term_by_node:  # the same IR again: skip building its DFA
             return self._term_by_node[raw]
@@ -507,12 +523,17 @@ class CfgSchemaCompiler(ObjectRules):
         and the closing quote.  Chunks are exact-length lexemes, so every string has one parse."""
         cap = int(self.rc.max_string_length)
         lo, hi = s.get("minLength", 0), s.get("maxLength")
-        if any(k in s for k in ("pattern", "format", "enum", "const")) or hi is None:
+        if any(k in s for k in ("pattern", "format", "enum", "const")):
+            return None
+        if hi is None and self.string_cap is None:
             return None
         for kw, v in (("minLength", lo), ("maxLength", hi)):
-            if not is_count(v):
+            if v is not None and not is_count(v):
                 raise SchemaError(f"{kw} must be a non-negative integer", f"{ptr}/{kw}")
-        lo, hi = int(lo), int(hi)
+        lo = int(lo)
+        hi = self.string_cap if hi is None else int(hi)
+        if self.string_cap is not None:
+            hi = min(hi, self.string_cap)  # hygiene: rules are positive, so a lower bound is sound
         if hi <= cap or lo > hi:
             return None
         if hi // cap > 4096:
@@ -626,14 +647,15 @@ def compile_json_schema_cfg(schema, **options) -> SchemaReport:
     come in any order when there are at most this many) and the
     leaf options of :func:`structgen.frontends.json_schema.regular.compile_json_schema` (``any_depth``,
     ``unique_items_limit``, ...; ``any_depth`` only bounds free-form values *inside* a regular
-    leaf, e.g. under ``not``).
+    leaf, e.g. under ``not``), ``hygiene=None`` (generation restrictions, see :mod:`.hygiene`:
+    value terminals intersected with them, extra members after the declared ones).
     """
     return call_deep(_compile_json_schema_cfg, schema, options)
 
 
 def _compile_json_schema_cfg(schema, options) -> SchemaReport:
     schema = parse_json_text(schema)
-    c = CfgSchemaCompiler(schema, **grammar_options(options))
+    c = CfgSchemaCompiler(schema, **with_hygiene(grammar_options(options)))
     cfg = c.build()
     c.report.grammar = cfg
     return c.report

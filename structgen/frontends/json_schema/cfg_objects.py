@@ -3,8 +3,8 @@
 Declared properties in declared order (optional ones optional, required ones enforced), up to
 ``max_floating_permutations`` required keys that ``properties`` does not place in any order,
 extra members (``additionalProperties`` / ``patternProperties``, key terminals excluding the
-declared names) in any gap, or, under ``property_order="any"``, members in any order (forms of
-:mod:`.property_order`).  Property counts that the rules cannot count go to the combiner or
+declared names) in any gap (after the declared ones under generation hygiene), or, under
+``property_order="any"``, members in any order (forms of :mod:`.property_order`).  Property counts that the rules cannot count go to the combiner or
 the regular way.  The rules are those of the :mod:`.cfg` module docstring.
 """
 from __future__ import annotations
@@ -23,7 +23,8 @@ from .strings import encode
 class ObjectRules:
     """The object part of the grammar compiler; the host class provides ``rc`` (its leaf
     compiler), ``value``, ``term``, ``lit``, ``rule``, ``fresh``, ``rules``, ``kept``,
-    ``recursive``, ``regular_terminal``, ``combined``, ``unsupported`` and its options."""
+    ``recursive``, ``regular_terminal``, ``combined``, ``unsupported`` and its options
+    (``extras_last``: generation hygiene puts extra members after the declared ones)."""
 
     def object(self, s: dict, ptr: str, base) -> list:
         rc = self.rc
@@ -154,6 +155,8 @@ class ObjectRules:
             for u in range(1 << n):
                 self.rules[g[u]] = ([(comma, f[u])] if self.rules[f[u]] else []) + ([()] if u & need == need else [])
             return [(lb, f[0], rb)] + ([(lb, rb)] if need == 0 else [])
+        if x and self.extras_last:
+            return self._chain_extras_last(members, x)
         n = len(members)
         # Q_i / R_i: next declared member from i (R: after a comma); T_i: extras, then R_i
         q = [None] * (n + 2)
@@ -180,3 +183,33 @@ class ObjectRules:
         if x:
             start.append((lb, x, t[1], rb))
         return start
+
+    def _chain_extras_last(self, members: list, x) -> list:
+        """Declared members in order, then the extra members (generation hygiene,
+        ``extra_properties="end"``)::
+
+            OBJ -> "{" Q_1 "}"     Q_i -> m_i R_{i+1} | Q_{i+1} (m_i optional)    Q_{n+1} -> X T | ε
+            R_i -> "," m_i R_{i+1} | R_{i+1} (m_i optional)    R_{n+1} -> "," X T | ε    T -> "," X T | ε
+
+        (Q: nothing written yet; R: after a member.)  A subset of the exact object language,
+        unambiguous: extra keys exclude the declared names."""
+        comma, lb, rb = self.lit(","), self.lit("{"), self.lit("}")
+        n = len(members)
+        t = self.fresh("T")
+        self.rules[t] = [(comma, x, t), ()]
+        q = [None] * (n + 2)
+        r = [None] * (n + 2)
+        q[n + 1] = self.rule("Q", [(x, t), ()])
+        r[n + 1] = self.rule("R", [(comma, x, t), ()])
+        for i in range(n, 0, -1):
+            m, req = members[i - 1]
+            qa, ra = [], []
+            if m is not None:
+                qa.append((*m, r[i + 1]))
+                ra.append((comma, *m, r[i + 1]))
+            if not req:
+                qa.append((q[i + 1],))
+                ra.append((r[i + 1],))
+            q[i] = self.rule("Q", qa)
+            r[i] = self.rule("R", ra)
+        return [(lb, q[1], rb)]

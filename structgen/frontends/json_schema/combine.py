@@ -349,7 +349,12 @@ class Combiner(ArrayFormulas):
         return not (d.get("uniqueItems") is True)
 
     # ------------------------------------------------------------------ scalars
-    def _universe(self, cls: str) -> ir.Node:
+    def _universe(self, cls: str, complement: bool = False) -> ir.Node:
+        """Every scalar of ``cls``; ``complement``: the universe a complement is taken in, where
+        numbers are exponent-free (the numeric languages are exact only there: ``1e5`` is an
+        integer that ``INTEGER`` does not spell, so ``not: {type: integer}`` must not take it)."""
+        if cls == "number" and complement:
+            return json_numbers.PLAIN_NUMBER
         if cls == "null":
             return ir.literal("null")
         if cls == "boolean":
@@ -388,14 +393,14 @@ class Combiner(ArrayFormulas):
             return lang.node
         if op == "N":
             inner = self._scalar_ir(f[1], cls, ptr, not positive)
-            return ir.And((self._universe(cls), ir.Not(inner)))
+            return ir.And((self._universe(cls, True), ir.Not(inner)))
         if op == "&":
             return ir.And(tuple(self._scalar_ir(x, cls, ptr, positive) for x in f[1:]))
         if op == "|":
             return ir.alt(*[self._scalar_ir(x, cls, ptr, positive) for x in f[1:]])
         pos = [self._scalar_ir(x, cls, ptr, positive) for x in f[1:]]
         neg = [self._scalar_ir(x, cls, ptr, not positive) for x in f[1:]]
-        u = self._universe(cls)
+        u = self._universe(cls, True)
         return ir.alt(*[ir.And((pos[i], *[ir.And((u, ir.Not(neg[j]))) for j in range(len(pos)) if j != i]))
                         for i in range(len(pos))])
 

@@ -16,7 +16,7 @@ REGULAR_OPTIONS = frozenset({
     "whitespace", "max_whitespace", "lenient", "max_recursion_depth", "recursion", "any_depth",
     "unique_items_limit", "draft", "max_multiple_of_states", "max_properties_unroll", "max_states",
     "time_limit", "dfa_blocks", "extra_properties", "property_order", "any_order_limit",
-    "any_order_max_states", "max_schema_depth"})
+    "any_order_max_states", "max_schema_depth", "hygiene"})
 GRAMMAR_OPTIONS = frozenset({"max_array_unroll", "max_string_length", "max_floating_permutations"})
 
 

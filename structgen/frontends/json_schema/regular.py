@@ -56,6 +56,7 @@ from structgen.errors import LimitExceeded, SchemaError, Unsupported
 from . import formats as json_formats
 from . import numbers as json_numbers
 from .checks import MAX_SCHEMA_DEPTH, check_once
+from .hygiene import lexical_node, resolve_hygiene, with_hygiene
 from .keywords import APPLICATORS, TYPE_KEYWORDS, TYPES, UNSUPPORTED
 from .language import NOTHING, WS_CHARS, Lang, and_langs, any_string, lit, pattern_search_ir
 from ..deep import call_deep
@@ -84,7 +85,7 @@ class RegularCompiler(ObjectLanguages, ArrayLanguages):
                  recursion="unroll", any_depth=3, unique_items_limit=6, draft=None, max_multiple_of_states=100_000,
                  max_properties_unroll=64, max_states=100_000, time_limit=10.0, dfa_blocks=True,
                  extra_properties="end", property_order="declared", any_order_limit=1024,
-                 any_order_max_states=50_000, max_schema_depth=MAX_SCHEMA_DEPTH):
+                 any_order_max_states=50_000, max_schema_depth=MAX_SCHEMA_DEPTH, hygiene=None):
         if whitespace not in ("compact", "flexible", "dumps"):
             raise ValueError("whitespace must be 'compact', 'flexible' or 'dumps'")
         if recursion not in ("unroll", "error"):
@@ -118,6 +119,8 @@ class RegularCompiler(ObjectLanguages, ArrayLanguages):
         self.report.unique_keys = self.any_order
         self.draft = doc.draft
         self.plain_integers = doc.plain_integers
+        # generation hygiene: taken by compile_json_schema on the whole document (see .hygiene)
+        self.hygiene = resolve_hygiene(hygiene)
         # the document's $id / $anchor index (shared with the grammar compiler and the combiner)
         self.by_uri, self.base_of, self.root_base = doc.by_uri, doc.base_of, doc.root_base
         self.resolve = doc.resolve
@@ -551,16 +554,28 @@ def compile_json_schema(schema, **options) -> SchemaReport:
     ``any_depth=3`` (nesting bound of free-form values), ``unique_items_limit=6``,
     ``draft=None|"2020-12"|"draft7"`` (default: from ``$schema``), ``max_schema_depth=10000``
     (sub-schema nesting, ``$ref`` hops included; deeper raises :class:`LimitExceeded`, see
-    :mod:`.checks`).  Keyword values of the wrong type raise :class:`SchemaError` at their pointer.
+    :mod:`.checks`), ``hygiene=None`` (generation restrictions: True, a dict or a
+    :class:`.hygiene.JsonHygiene`; the language is then the exact one intersected with them, and
+    ``report.hygiene`` lists them).  Keyword values of the wrong type raise :class:`SchemaError` at
+    their pointer.
     """
     return call_deep(_compile_json_schema, schema, options)
 
 
 def _compile_json_schema(schema, options) -> SchemaReport:
     schema = parse_json_text(schema)
-    c = RegularCompiler(schema, **regular_options(options))
+    options = with_hygiene(regular_options(options))
+    if options.get("hygiene") is not None:
+        options.setdefault("extra_properties", options["hygiene"].extra_properties)
+    c = RegularCompiler(schema, **options)
     lang = c.compile(c.root, "")
     c.report.grammar = lang.node
+    if c.hygiene is not None:
+        # exact language ∩ H, on the whole document: after every complement (see .hygiene)
+        h = c.hygiene.for_schema(c.root)
+        c.report.hygiene = h.describe()
+        if lang.node != ir.NOTHING:
+            c.report.grammar = ir.And((lang.node, lexical_node(h)))
     c.report.exact = c.report.exact and lang.exact
     return c.report
 

@@ -8,7 +8,8 @@ from typing import Any
 
 @dataclass
 class SchemaReport:
-    """What a compilation did besides succeeding: keywords ignored (lenient mode), refs cut."""
+    """What a compilation did besides succeeding: keywords ignored (lenient mode), refs cut, the
+    generation restrictions it applied."""
 
     grammar: Any = None
     ignored: list = field(default_factory=list)     # [(keyword, pointer, why)]
@@ -17,3 +18,4 @@ class SchemaReport:
     notes: list = field(default_factory=list)       # [str]: remarks on sound fallbacks
     unique_keys: bool = False                        # property_order="any": matchers must reject duplicate keys
     live_keys: bool = False                          # ... and keys only used ones complete (closed objects repeated)
+    hygiene: dict | None = None                      # generation restrictions used (see .hygiene); None: exact

@@ -38,16 +38,20 @@ grammar engine), and every intersecting schema of more than ``INTERSECT_SCHEMA``
 the budget, so those are not tried at all.
 
 The budgets come from MaskBench measurements (``python -m structgen.bench.maskbench``).
+
+``hygiene`` (generation restrictions, :mod:`.hygiene`) goes to whichever compiler runs; when
+the restricted language is empty the schema is compiled again exactly (noted in the report).
 """
 from __future__ import annotations
 
 from structgen.automaton import ir
 from structgen.automaton.build import DEFAULT_MAX_STATES, build_dfa, work_budget
-from structgen.errors import LimitExceeded, StructgenError, Unsupported
+from structgen.errors import EmptyLanguage, LimitExceeded, StructgenError, Unsupported
 
 from ..deep import call_deep
 from .cfg import compile_json_schema_cfg
 from .empty import empty_error
+from .hygiene import with_hygiene
 from .options import grammar_options, parse_json_text, regular_options
 from .reader import SchemaDocument, for_declared_draft, read_schema
 from .regular import compile_json_schema
@@ -81,18 +85,38 @@ def _compile_with(engine, schema, dfa_max_states, dfa_work_budget, options):
     schema = resolve_dynamic_refs(for_declared_draft(parse_json_text(schema)), options.get("draft"))
     schema = rewrite_unevaluated(schema, options.get("draft"), options.get("lenient", False))
     doc = read_schema(schema, options.get("draft"))
+    options = with_hygiene(options)
+    if options.get("hygiene") is None:
+        return _compile_doc(engine, doc, dfa_max_states, dfa_work_budget, options)
+    try:
+        return _compile_doc(engine, doc, dfa_max_states, dfa_work_budget, options)
+    except EmptyLanguage:
+        # the restrictions leave no value: the exact language (or its own EmptyLanguage)
+        exact = {k: v for k, v in options.items() if k != "hygiene"}
+        used, report = _compile_doc(engine, doc, dfa_max_states, dfa_work_budget, exact)
+        report.notes.append("generation hygiene is off for this schema: under its restrictions (integer "
+                            "range, number digits, string cap) no value is left, so it is compiled exactly")
+        return used, report
+
+
+def _compile_doc(engine, doc, dfa_max_states, dfa_work_budget, options):
     exact = []  # set when the grammar engine found the language empty (exactly: no recursion cut)
     try:
         used, report = _choose(engine, doc, dfa_max_states, dfa_work_budget, options, exact)
     except Unsupported as e:
         if not getattr(e, "empty_language", False):
             raise
-        raise empty_error(doc, regular_options(dict(options), drop_grammar=True)) from None
+        raise empty_error(doc, _exact_regular(options)) from None
     if isinstance(report.grammar, ir.Node) and report.grammar == ir.NOTHING:
         # the empty language, named at the sub-schema that empties it (not at the vocabulary)
-        raise empty_error(doc, regular_options(dict(options), drop_grammar=True),
-                          () if exact else report.truncated)
+        raise empty_error(doc, _exact_regular(options), () if exact else report.truncated)
     return used, report
+
+
+def _exact_regular(options: dict) -> dict:
+    """The regular compiler's options without hygiene (which only names an empty language as
+    the exact compilation does)."""
+    return regular_options({k: v for k, v in options.items() if k != "hygiene"}, drop_grammar=True)
 
 
 def _choose(engine, doc, dfa_max_states, dfa_work_budget, options, exact: list):
