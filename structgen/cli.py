@@ -60,6 +60,10 @@ def _add_constraint_args(p: argparse.ArgumentParser, required: bool) -> None:
     g.add_argument("--open-objects", action="store_true",
                    help="keep objects that do not declare additionalProperties open to extra keys "
                         "(by default generation closes them, so the model fills the declared fields)")
+    g.add_argument("--exact", action="store_true",
+                   help="exact JSON Schema semantics: no generation hygiene (by default integers are integer "
+                        "literals in the 64-bit range, numbers have bounded digits and exponents, whitespace runs "
+                        "are short and extra keys come after the declared ones)")
     g.add_argument("--any-order", action="store_true",
                    help="let object members come in any order, each key at most once (default: the order "
                         "the schema declares)")
@@ -167,6 +171,8 @@ def _constraint_kwargs(args, default_whitespace: str | None) -> dict:
         options["strict"] = False
     if getattr(args, "any_order", False):
         options["property_order"] = "any"
+    if getattr(args, "exact", False):
+        options["hygiene"] = False
     if args.schema is not None:
         text = _read_text(args.schema)
         try:
@@ -305,6 +311,7 @@ def cmd_compile(args) -> int:
         report["ignored_keywords"] = [{"keyword": k, "pointer": p or "#", "why": w}
                                       for k, p, w in getattr(rep, "ignored", [])]
         report["truncated_refs"] = list(getattr(rep, "truncated", []))
+        report["hygiene"] = getattr(rep, "hygiene", None)   # generation restrictions (None: exact)
         if getattr(rep, "unique_keys", False) or getattr(rep, "notes", None):
             report["property_order"] = "any" if getattr(rep, "unique_keys", False) else "declared"
             report["notes"] = list(getattr(rep, "notes", []))

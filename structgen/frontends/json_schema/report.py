@@ -14,7 +14,7 @@ class SchemaReport:
     grammar: Any = None
     ignored: list = field(default_factory=list)     # [(keyword, pointer, why)]
     truncated: list = field(default_factory=list)   # [pointer of a $ref cut at the recursion bound]
-    exact: bool = True                               # False: sound, but narrower than the schema
+    exact: bool = True                               # False: sound, but narrower than the schema (hygiene: below)
     notes: list = field(default_factory=list)       # [str]: remarks on sound fallbacks
     unique_keys: bool = False                        # property_order="any": matchers must reject duplicate keys
     live_keys: bool = False                          # ... and keys only used ones complete (closed objects repeated)
