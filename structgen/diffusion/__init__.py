@@ -1,0 +1,18 @@
+"""Diffusion language models under regular constraints.
+
+    import structgen.diffusion as sgd
+    tokens, log_prob = sgd.dingo(log_probs, compiled, masked=None, state=None, final=False)
+    samples = sgd.sample(log_probs, compiled, masked=None, state=None, final=False, num_samples=1)
+    probs, log_mass = sgd.marginals(log_probs, compiled, masked=None, state=None, final=False)
+
+DPs over (position, automaton state) on the token transitions of a regular constraint, grouped by
+transition class (:mod:`.transitions`), with Numba (:mod:`.kernels`) and torch (:mod:`.torch_dp`)
+backends; :mod:`.dp` states the exact contract (holes, EOS padding, ``final``).
+
+May import: ``errors``, ``caching``, ``kernels``, ``vocab``, ``automaton``, ``index``, ``runtime``,
+``cfg``, ``frontends``, ``grammar``, ``compiler``, ``constraints``, ``decoding``.
+"""
+from .dp import dingo, marginals, sample
+from .transitions import Transitions, transitions_of
+
+__all__ = ["dingo", "sample", "marginals", "Transitions", "transitions_of"]
