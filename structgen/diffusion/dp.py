@@ -197,8 +197,8 @@ def dingo(log_probs, compiled, *, masked=None, state=None, final=False, fixed=No
         tokens = np.full((B, L), -1, dtype=np.int64)
         score = np.empty(B, dtype=np.float64)
         for b in range(B):
-            score[b] = kernels.dingo_kernel(lp[b], p.mode[b], p.tok[b], int(p.start[b]), p.endw[b], t.n, t.gptr,
-                                            t.gtok, t.esrc, t.edst, t.egrp, tokens[b])
+            score[b] = kernels.dingo_kernel(lp[b], p.mode[b], p.tok[b], int(p.start[b]), p.endw[b], t.n, t.tcls,
+                                            t.cptr, t.ctok, t.gptr, t.gcls, t.esrc, t.edst, t.egrp, tokens[b])
         if np.isinf(score).any():
             raise _fail("dingo", np.flatnonzero(np.isinf(score)))
         if p.is_torch:
@@ -226,9 +226,10 @@ def _forward(lp_b, p: Prepared, b: int):
     L = p.mode.shape[1]
     A = np.empty((L + 1, t.n))
     ew = np.empty((L, t.esrc.size))
-    kernels.forward_kernel(lp_b, p.mode[b], p.tok[b], int(p.start[b]), t.n, t.gptr, t.gtok, t.esrc, t.edst,
-                           t.egrp, A, ew)
-    return A, ew, kernels.log_total(A[L], p.endw[b])
+    clse = np.full((L, t.n_classes), -np.inf)
+    kernels.forward_kernel(lp_b, p.mode[b], p.tok[b], int(p.start[b]), t.n, t.tcls, t.cptr, t.ctok, t.gptr,
+                           t.gcls, t.esrc, t.edst, t.egrp, A, ew, clse)
+    return A, ew, clse, kernels.log_total(A[L], p.endw[b])
 
 
 def sample(log_probs, compiled, *, masked=None, state=None, final=False, num_samples=1, generator=None,
@@ -270,12 +271,13 @@ def sample(log_probs, compiled, *, masked=None, state=None, final=False, num_sam
                     continue
                 out[b] = lat.sample(rng, S)
                 continue
-            A, ew, log_z = _forward(lp[b], p, b)
+            A, ew, clse, log_z = _forward(lp[b], p, b)
             if np.isinf(log_z):
                 bad.append(b)
                 continue
-            kernels.sample_kernel(lp[b], p.mode[b], p.tok[b], p.endw[b], t.n, t.gptr, t.gtok, t.esrc, t.egrp,
-                                  t.iptr, t.iedge, A, ew, log_z, rng.random((S, 2 * L + 1)), out[b])
+            kernels.sample_kernel(lp[b], p.mode[b], p.tok[b], p.endw[b], t.n, t.cptr, t.ctok, t.gptr, t.gcls,
+                                  t.esrc, t.egrp, t.iptr, t.iedge, A, ew, clse, log_z, rng.random((S, 3 * L + 1)),
+                                  out[b])
         if bad:
             raise _fail("sample", bad)
         if p.is_torch:
@@ -315,10 +317,10 @@ def marginals(log_probs, compiled, *, masked=None, state=None, final=False, fixe
                 if not np.isinf(lat.log_z):
                     lat.marginals(probs[b])
                 continue
-            A, ew, log_z[b] = _forward(lp[b], p, b)
+            A, ew, _, log_z[b] = _forward(lp[b], p, b)
             if not np.isinf(log_z[b]):
-                kernels.marginals_kernel(lp[b], p.mode[b], p.tok[b], p.endw[b], t.n, t.gptr, t.gtok, t.esrc,
-                                         t.edst, t.egrp, A, ew, log_z[b], probs[b])
+                kernels.marginals_kernel(lp[b], p.mode[b], p.tok[b], p.endw[b], t.n, t.cptr, t.ctok, t.gptr, t.gcls,
+                                         t.esrc, t.edst, t.egrp, A, ew, log_z[b], probs[b])
         if np.isinf(log_z).any():
             raise _fail("marginals", np.flatnonzero(np.isinf(log_z)))
         if p.is_torch:

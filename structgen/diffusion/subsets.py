@@ -15,19 +15,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import LimitExceeded
-from .transitions import Transitions
+from .transitions import Transitions, mix64
 
 __all__ = ["SubsetLattice"]
 
 _NEG = -np.inf
-
-
-def _mix64(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser: a bijective scramble of 64-bit words (set hashes are sums of it)."""
-    z = x.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
 
 
 def _lse(x: np.ndarray) -> float:
@@ -85,8 +77,7 @@ class SubsetLattice:
         toks, dsts = [], []
         for q in S:
             for e in range(t.eptr[q], t.eptr[q + 1]):
-                g = t.egrp[e]
-                seg = t.gtok[t.gptr[g]:t.gptr[g + 1]]
+                seg = t.group_tokens(int(t.egrp[e]))
                 toks.append(seg)
                 dsts.append(np.full(seg.size, t.edst[e], dtype=np.int64))
         if not toks:
@@ -103,13 +94,12 @@ class SubsetLattice:
             return [(tuple(int(x) for x in succ), 0.0, None)] if succ.size else []
         if m == 1:
             tk = int(self.tok[i])
+            c = int(t.tcls[tk])
             out = set()
             for q in S:
                 for e in range(t.eptr[q], t.eptr[q + 1]):
                     g = t.egrp[e]
-                    lo, hi = t.gptr[g], t.gptr[g + 1]
-                    p = lo + int(np.searchsorted(t.gtok[lo:hi], tk))
-                    if p < hi and t.gtok[p] == tk:
+                    if c >= 0 and c in t.gcls[t.gptr[g]:t.gptr[g + 1]]:
                         out.add(int(t.edst[e]))
             return [(tuple(sorted(out)), 0.0, np.asarray([tk]))] if out else []
         row = self.lp[i]
@@ -117,8 +107,7 @@ class SubsetLattice:
             q = S[0]
             res = []
             for e in range(t.eptr[q], t.eptr[q + 1]):
-                g = t.egrp[e]
-                cls = t.gtok[t.gptr[g]:t.gptr[g + 1]]
+                cls = t.group_tokens(int(t.egrp[e]))
                 res.append(((int(t.edst[e]),), _lse(row[cls].astype(np.float64)), cls))
             return res
         toks, dsts = self._pairs(S)
@@ -129,7 +118,8 @@ class SubsetLattice:
         toks, dsts = toks[keep], dsts[keep]
         first = np.flatnonzero(np.concatenate([[True], toks[1:] != toks[:-1]]))
         # a set hash per token: the sum of random 64-bit words of its destinations
-        h = np.add.reduceat(_mix64(dsts), first)
+        with np.errstate(over="ignore"):
+            h = np.add.reduceat(mix64(dsts), first)
         uniq_tok = toks[first]
         res = []
         _, cls_of, inv = np.unique(h, return_index=True, return_inverse=True)

@@ -2,10 +2,10 @@
 
 Same conventions as :mod:`.kernels` (modes 0/1/2/3, ``endw``, tie-breaking), over a batch:
 ``lp[B, L, V]``, ``mode[B, L]``, ``tok[B, L]``, ``start[B]``, ``endw[B, n]``.  Per position the
-stored group tokens are gathered once (``index_select``), reduced per group with
-``scatter_reduce`` and spread over the edges; the recursion over positions is a loop of a few
-tensor ops (L launches, no ``.item()``).  Gathers are chunked over positions so that at most
-``budget`` elements are live at once.
+allowed tokens are gathered once (``index_select``) and reduced per token class with
+``scatter_reduce``, the classes per group, and the groups spread over the edges; the recursion
+over positions is a loop of a few tensor ops (L launches, no ``.item()``).  Gathers are chunked
+over positions so that at most ``budget`` elements are live at once.
 """
 from __future__ import annotations
 
@@ -22,43 +22,64 @@ def _chunks(B: int, L: int, N: int, budget: int):
         yield a, min(L, a + step)
 
 
-def _group_stats(lp: torch.Tensor, t: dict, n_groups: int, kind: str, budget: int):
-    """Per (b, i, group): the max and the smallest arg-max token (``kind="max"``), or the
-    log-sum-exp (``kind="lse"``), of ``lp`` over the group's tokens."""
+def _segment_max(vals, seg, size, ids=None, big=0):
+    """Max of ``vals[..., k]`` per segment ``seg[k]`` and, with ``ids``, the smallest id reaching it."""
+    idx = seg.view(*([1] * (vals.dim() - 1)), -1).expand_as(vals)
+    shape = (*vals.shape[:-1], size)
+    mx = torch.full(shape, _NEG, dtype=vals.dtype, device=vals.device).scatter_reduce(
+        -1, idx, vals, "amax", include_self=True)
+    if ids is None:
+        return mx, None
+    hit = (vals == mx.gather(-1, idx)) & (vals > _NEG)
+    cand = torch.where(hit, ids.expand_as(vals), torch.full_like(idx, big))
+    arg = torch.full(shape, big, dtype=torch.int64, device=vals.device).scatter_reduce(
+        -1, idx, cand, "amin", include_self=True)
+    return mx, arg
+
+
+def _segment_lse(vals, seg, size):
+    idx = seg.view(*([1] * (vals.dim() - 1)), -1).expand_as(vals)
+    mx, _ = _segment_max(vals, seg, size)
+    safe = torch.where(torch.isfinite(mx), mx, torch.zeros_like(mx))
+    s = torch.zeros_like(mx).scatter_add_(-1, idx, torch.exp(vals - safe.gather(-1, idx)))
+    return torch.where(s > 0, safe + torch.log(s), torch.full_like(s, _NEG))
+
+
+def _stats(lp: torch.Tensor, t: dict, trans, kind: str, budget: int):
+    """Per (b, i): class values [B, L, C] and group values [B, L, G] — maxima with their smallest
+    arg-max tokens (``kind="max"``: returns ``(gmax, gtok)``), or log-sum-exps (``kind="lse"``:
+    returns ``(glse, clse)``)."""
     B, L, V = lp.shape
-    gtok, gseg = t["gtok"], t["gseg"]
-    N = gtok.numel()
-    first = torch.empty(B, L, n_groups, dtype=lp.dtype, device=lp.device)
-    second = torch.empty(B, L, n_groups, dtype=torch.int64 if kind == "max" else lp.dtype, device=lp.device)
-    for a, b in _chunks(B, L, N, budget):
-        vals = lp[:, a:b].index_select(2, gtok)                       # [B, l, N]
-        idx = gseg.view(1, 1, N).expand_as(vals)
-        mx = torch.full((B, b - a, n_groups), _NEG, dtype=lp.dtype, device=lp.device)
-        mx = mx.scatter_reduce(2, idx, vals, "amax", include_self=True)
-        first[:, a:b] = mx
+    ctok, cseg, gcls, gseg = t["ctok"], t["cseg"], t["gcls"], t["gseg"]
+    C, G = trans.n_classes, trans.n_groups
+    first = torch.empty(B, L, G, dtype=lp.dtype, device=lp.device)
+    second = torch.empty(B, L, G if kind == "max" else C, dtype=torch.int64 if kind == "max" else lp.dtype,
+                         device=lp.device)
+    for a, b in _chunks(B, L, max(ctok.numel(), 1), budget):
+        vals = lp[:, a:b].index_select(2, ctok)                            # [B, l, Nc]
         if kind == "max":
-            hit = vals == mx.gather(2, idx)
-            cand = torch.where(hit, gtok.view(1, 1, N).expand_as(vals), torch.full_like(idx, V))
-            arg = torch.full((B, b - a, n_groups), V, dtype=torch.int64, device=lp.device)
-            second[:, a:b] = arg.scatter_reduce(2, idx, cand, "amin", include_self=True)
+            cmax, carg = _segment_max(vals, cseg, C, ids=ctok.view(1, 1, -1), big=V)
+            gm, garg = _segment_max(cmax.index_select(2, gcls), gseg, G, ids=carg.index_select(2, gcls), big=V)
+            first[:, a:b], second[:, a:b] = gm, garg
         else:
-            safe = torch.where(torch.isfinite(mx), mx, torch.zeros_like(mx))
-            s = torch.zeros_like(mx).scatter_add_(2, idx, torch.exp(vals - safe.gather(2, idx)))
-            second[:, a:b] = torch.where(s > 0, safe + torch.log(s), torch.full_like(s, _NEG))
+            clse = _segment_lse(vals, cseg, C)
+            first[:, a:b] = _segment_lse(clse.index_select(2, gcls), gseg, G)
+            second[:, a:b] = clse
     return first, second
 
 
-def _edge_weights(per_group: torch.Tensor, mode, tok, t: dict, width: int):
-    """[B, L, E] edge log-weights: the group value (mode 0), 0 or -inf by membership of the
-    fixed token (mode 1), 0 (holes, mode 2); mode 3 rows are unused."""
-    egrp, gkey = t["egrp"], t["gkey"]
+def _edge_weights(per_group: torch.Tensor, mode, tok, t: dict, n_classes: int):
+    """[B, L, E] edge log-weights: the group value (mode 0), 0 or -inf by membership of the fixed
+    token's class (mode 1), 0 (holes, mode 2); mode 3 rows are unused."""
+    egrp, gkey, tcls = t["egrp"], t["gkey"], t["tcls"]
     B, L, _ = per_group.shape
     E = egrp.numel()
     w0 = per_group.index_select(2, egrp)
-    q = egrp.view(1, 1, E) * width + tok.clamp(min=0).view(B, L, 1)
+    cls = tcls[tok.clamp(min=0)]                                             # [B, L]
+    q = egrp.view(1, 1, E) * (n_classes + 1) + cls.clamp(min=0).view(B, L, 1)
     if gkey.numel():
         pos = torch.searchsorted(gkey, q.reshape(-1)).clamp(max=gkey.numel() - 1).view(B, L, E)
-        member = gkey[pos] == q
+        member = (gkey[pos] == q) & (cls >= 0).view(B, L, 1)
     else:
         member = torch.zeros_like(q, dtype=torch.bool)
     zero = torch.zeros_like(w0)
@@ -85,11 +106,10 @@ def dingo_torch(lp, mode, tok, start, endw, trans, budget: int = 1 << 24):
     n = trans.n
     esrc, edst, egrp = t["esrc"], t["edst"], t["egrp"]
     E = esrc.numel()
-    gm, garg = _group_stats(lp, t, trans.n_groups, "max", budget)
-    w = _edge_weights(gm, mode, tok, t, V)
+    gm, garg = _stats(lp, t, trans, "max", budget)
+    w = _edge_weights(gm, mode, tok, t, trans.n_classes)
     W = torch.full((B, n), _NEG, dtype=lp.dtype, device=dev)
-    rows = torch.arange(B, device=dev)
-    W[rows, start] = 0.0
+    W[torch.arange(B, device=dev), start] = 0.0
     dst = edst.view(1, E).expand(B, E)
     eidx = torch.arange(E, device=dev).view(1, E).expand(B, E)
     back = []
@@ -100,8 +120,7 @@ def dingo_torch(lp, mode, tok, start, endw, trans, budget: int = 1 << 24):
         best = (cand == Wn.gather(1, dst)) & (cand > _NEG)
         be = torch.full((B, n), E, dtype=torch.int64, device=dev).scatter_reduce(
             1, dst, torch.where(best, eidx, torch.full_like(eidx, E)), "amin", include_self=True)
-        ident = (mode[:, i] == 3).view(B, 1)
-        W = torch.where(ident, W, Wn)
+        W = torch.where((mode[:, i] == 3).view(B, 1), W, Wn)
         back.append(be)
     score = W + endw.to(W.dtype)
     q = torch.argmax(score, dim=1)
@@ -109,9 +128,8 @@ def dingo_torch(lp, mode, tok, start, endw, trans, budget: int = 1 << 24):
     out = torch.full((B, L), -1, dtype=torch.int64, device=dev)
     for i in range(L - 1, -1, -1):
         e = back[i].gather(1, q.view(B, 1)).squeeze(1).clamp(max=max(E - 1, 0))
-        g = egrp[e]
         m = mode[:, i]
-        chosen = torch.where(m == 0, garg[:, i].gather(1, g.view(B, 1)).squeeze(1),
+        chosen = torch.where(m == 0, garg[:, i].gather(1, egrp[e].view(B, 1)).squeeze(1),
                              torch.where(m == 1, tok[:, i], torch.full_like(q, -1)))
         ident = m == 3
         out[:, i] = torch.where(ident, torch.full_like(q, -1), chosen)
@@ -120,15 +138,15 @@ def dingo_torch(lp, mode, tok, start, endw, trans, budget: int = 1 << 24):
 
 
 def forward_torch(lp, mode, tok, start, endw, trans, budget: int = 1 << 24):
-    """``(alpha [B, L + 1, n], w [B, L, E], lse [B, L, G], log_z [B])`` (no holes of mode 2)."""
+    """``(alpha [B, L + 1, n], w [B, L, E], clse [B, L, C], log_z [B])`` (no holes of mode 2)."""
     dev = lp.device
     t = trans.tensors(dev)
     B, L, V = lp.shape
     n = trans.n
     esrc, edst = t["esrc"], t["edst"]
     E = esrc.numel()
-    _, lse = _group_stats(lp, t, trans.n_groups, "lse", budget)
-    w = _edge_weights(lse, mode, tok, t, V)
+    glse, clse = _stats(lp, t, trans, "lse", budget)
+    w = _edge_weights(glse, mode, tok, t, trans.n_classes)
     A = torch.full((B, L + 1, n), _NEG, dtype=lp.dtype, device=dev)
     A[torch.arange(B, device=dev), 0, start] = 0.0
     dst = edst.view(1, E).expand(B, E)
@@ -136,27 +154,40 @@ def forward_torch(lp, mode, tok, start, endw, trans, budget: int = 1 << 24):
         nxt = _lse_by(dst, A[:, i].index_select(1, esrc) + w[:, i], n)
         A[:, i + 1] = torch.where((mode[:, i] == 3).view(B, 1), A[:, i], nxt)
     log_z = torch.logsumexp(A[:, L] + endw.to(A.dtype), dim=1)
-    return A, w, lse, log_z
+    return A, w, clse, log_z
+
+
+def _draw_in_segment(weights, lo, hi, rows, generator):
+    """Per row r: an index in [lo[r], hi[r]) drawn ∝ ``weights[rows[r], k]`` (inverse CDF)."""
+    R = lo.numel()
+    cdf = torch.cumsum(weights, dim=1)[rows]
+    N = cdf.shape[1]
+    if N == 0:
+        return torch.zeros(R, dtype=torch.int64, device=lo.device)
+    base = torch.where(lo > 0, cdf.gather(1, (lo - 1).clamp(min=0).view(R, 1)).squeeze(1), torch.zeros_like(cdf[:, 0]))
+    top = cdf.gather(1, (hi - 1).clamp(min=0).view(R, 1)).squeeze(1)
+    u = torch.rand(R, generator=generator, device=lo.device, dtype=cdf.dtype)
+    k = torch.searchsorted(cdf, (base + u * (top - base)).view(R, 1), right=True).squeeze(1)
+    return torch.minimum(torch.maximum(k, lo), hi - 1).clamp(min=0, max=N - 1)
 
 
 def sample_torch(lp, mode, tok, start, endw, trans, num_samples: int, generator=None, budget: int = 1 << 24):
     """``(samples [B, S, L] (-1 at trailing holes), log_z [B])``: forward filtering, backward sampling."""
     dev = lp.device
     t = trans.tensors(dev)
-    A, w, lse, log_z = forward_torch(lp, mode, tok, start, endw, trans, budget)
+    A, w, clse, log_z = forward_torch(lp, mode, tok, start, endw, trans, budget)
     B, L, V = lp.shape
     S = int(num_samples)
     R = B * S
-    esrc, edst, egrp, gtok, gseg, gptr = t["esrc"], t["edst"], t["egrp"], t["gtok"], t["gseg"], t["gptr"]
+    esrc, edst, egrp = t["esrc"], t["edst"], t["egrp"]
+    ctok, cseg, cptr, gcls, gptr = t["ctok"], t["cseg"], t["cptr"], t["gcls"], t["gptr"]
     E = esrc.numel()
-    N = gtok.numel()
     rb = torch.arange(B, device=dev).repeat_interleave(S)
     end = (A[:, L] + endw.to(A.dtype))[rb]
     end = torch.where(torch.isfinite(log_z[rb]).view(R, 1), end, torch.zeros_like(end))
-    q = torch.multinomial(torch.softmax(end.float() if end.dtype == torch.float16 else end, dim=1), 1,
-                          generator=generator).squeeze(1)
+    q = torch.multinomial(torch.softmax(end, dim=1), 1, generator=generator).squeeze(1)
     out = torch.full((R, L), -1, dtype=torch.int64, device=dev)
-    acc_dtype = torch.float64 if dev.type == "cpu" or lp.dtype == torch.float64 else torch.float32
+    acc = torch.float64 if dev.type == "cpu" or lp.dtype == torch.float64 else torch.float32
     for i in range(L - 1, -1, -1):
         m = mode[rb, i]
         ident = m == 3
@@ -166,21 +197,19 @@ def sample_torch(lp, mode, tok, start, endw, trans, num_samples: int, generator=
         lw = torch.where(torch.isfinite(lw).any(1, keepdim=True), lw, torch.zeros_like(lw))
         e = torch.multinomial(torch.softmax(lw, dim=1), 1, generator=generator).squeeze(1)
         g = egrp[e]
-        # a token of group g, drawn by inverting the within-group CDF of this position
-        vals = lp[:, i].index_select(1, gtok).to(acc_dtype)              # [B, N]
-        seg_lse = lse[:, i].to(acc_dtype).index_select(1, gseg)
+        # a class of group g ∝ its mass at this position, then a token of that class ∝ p_i
+        cl = clse[:, i].to(acc)                                              # [B, C]
+        gw = torch.exp(cl.index_select(1, gcls) - cl.max(dim=1, keepdim=True).values.clamp(min=-1e300))
+        gw = torch.where(torch.isfinite(gw), gw, torch.zeros_like(gw))
+        k = _draw_in_segment(gw, gptr[g], gptr[g + 1], rb, generator)
+        c = gcls[k] if gcls.numel() else torch.zeros_like(q)
+        seg_lse = cl.index_select(1, cseg)
         fin = torch.isfinite(seg_lse)
-        p = torch.where(fin, torch.exp(vals - torch.where(fin, seg_lse, torch.zeros_like(seg_lse))),
-                        torch.zeros_like(vals))
-        cdf = torch.cumsum(p, dim=1)[rb]                                   # [R, N]
-        lo, hi = gptr[g], gptr[g + 1]
-        base = torch.where(lo > 0, cdf.gather(1, (lo - 1).clamp(min=0).view(R, 1)).squeeze(1),
-                           torch.zeros(R, dtype=acc_dtype, device=dev))
-        top = cdf.gather(1, (hi - 1).clamp(min=0).view(R, 1)).squeeze(1)
-        u = torch.rand(R, generator=generator, device=dev, dtype=acc_dtype)
-        k = torch.searchsorted(cdf, (base + u * (top - base)).view(R, 1), right=True).squeeze(1)
-        k = torch.minimum(torch.maximum(k, lo), hi - 1).clamp(min=0, max=max(N - 1, 0))
-        chosen = torch.where(m == 0, gtok[k] if N else torch.full_like(q, -1), tok[rb, i])
+        tw = torch.where(fin, torch.exp(lp[:, i].to(acc).index_select(1, ctok) -
+                                        torch.where(fin, seg_lse, torch.zeros_like(seg_lse))), torch.zeros_like(seg_lse))
+        j = _draw_in_segment(tw, cptr[c], cptr[c + 1], rb, generator)
+        drawn = ctok[j] if ctok.numel() else torch.full_like(q, -1)
+        chosen = torch.where(m == 0, drawn, tok[rb, i])
         out[:, i] = torch.where(ident, torch.full_like(q, -1), chosen)
         q = torch.where(ident, q, esrc[e])
     return out.view(B, S, L), log_z
@@ -193,10 +222,9 @@ def marginals_torch(lp, mode, tok, start, endw, trans, budget: int = 1 << 24):
     A, w, _, log_z = forward_torch(lp, mode, tok, start, endw, trans, budget)
     B, L, V = lp.shape
     n = trans.n
-    esrc, edst, egrp, gtok, gseg = t["esrc"], t["edst"], t["egrp"], t["gtok"], t["gseg"]
+    esrc, edst, egrp, ctok, cseg, gcls, gseg = (t[k] for k in ("esrc", "edst", "egrp", "ctok", "cseg", "gcls", "gseg"))
     E = esrc.numel()
-    N = gtok.numel()
-    G = trans.n_groups
+    Nc = ctok.numel()
     src = esrc.view(1, E).expand(B, E)
     grp = egrp.view(1, E).expand(B, E)
     beta = endw.to(A.dtype).clone()
@@ -206,11 +234,12 @@ def marginals_torch(lp, mode, tok, start, endw, trans, budget: int = 1 << 24):
         m = mode[:, i]
         share = A[:, i].index_select(1, esrc) + beta.index_select(1, edst) - safe_z
         share = torch.where(w[:, i] > _NEG, share, torch.full_like(share, _NEG))
-        cg = _lse_by(grp, share, G)                                        # [B, G]
-        contrib = torch.exp(cg.index_select(1, gseg) + lp[:, i].index_select(1, gtok)) if N else None
+        cg = _lse_by(grp, share, trans.n_groups)                              # [B, G]
+        cc = _segment_lse(cg.index_select(1, gseg), gcls, trans.n_classes)    # [B, C]
         row = torch.zeros(B, V, dtype=lp.dtype, device=dev)
-        if N:
-            row = row.scatter_add_(1, gtok.view(1, N).expand(B, N), contrib)
+        if Nc:
+            contrib = torch.exp(cc.index_select(1, cseg) + lp[:, i].index_select(1, ctok))
+            row = row.scatter(1, ctok.view(1, Nc).expand(B, Nc), contrib)
         onehot = torch.zeros(B, V, dtype=lp.dtype, device=dev).scatter_(1, tok[:, i].clamp(min=0).view(B, 1), 1.0)
         mm = m.view(B, 1)
         probs[:, i] = torch.where(mm == 0, row, torch.where(mm == 1, onehot, torch.zeros_like(row)))
