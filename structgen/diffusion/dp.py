@@ -18,7 +18,9 @@ EOS is accepting (an answer shorter than the block is padded with EOS).  EOS ids
 vocabulary's plus ``eos_ids=`` (e.g. a model's pad id; it must be a special token).  ``state``
 continues from earlier blocks: a matcher of the same constraint (a terminated one means "after
 EOS"), a DFA state id, or one of those per row.  ``fixed`` (extra, ``[L]`` / ``[B, L]`` ids, -1 for
-none) pins positions to a token without reading their log-probs — the same as a one-hot row, cheaper.
+none) pins positions to a token without reading their log-probs — the same as a one-hot row, cheaper;
+``tail_holes=k`` (extra) appends ``k`` holes after the block without materialising their rows (the
+rest of a canvas: the block must stay completable within it).
 
 - :func:`dingo` maximises Σ ``log_probs[i, t_i]`` over the visible positions (ties: the smaller
   token, the smaller source state, the smaller end state — identical in every backend);
@@ -44,7 +46,7 @@ from .subsets import SubsetLattice
 from .torch_dp import dingo_torch, marginals_torch, sample_torch
 from .transitions import Transitions, transitions_of
 
-__all__ = ["dingo", "sample", "marginals", "prepare"]
+__all__ = ["dingo", "sample", "marginals", "log_mass", "prepare"]
 
 
 class Prepared:
@@ -93,7 +95,8 @@ def _states(state, B: int) -> list[int]:
     return [one(state)] * B
 
 
-def prepare(log_probs, compiled, *, masked=None, state=None, final=False, fixed=None, eos_ids=()) -> Prepared:
+def prepare(log_probs, compiled, *, masked=None, state=None, final=False, fixed=None, eos_ids=(),
+            tail_holes=0) -> Prepared:
     """Normalise the arguments shared by :func:`dingo`, :func:`sample` and :func:`marginals`."""
     is_torch = isinstance(log_probs, torch.Tensor)
     lp = log_probs if is_torch else np.asarray(log_probs)
@@ -109,6 +112,8 @@ def prepare(log_probs, compiled, *, masked=None, state=None, final=False, fixed=
         raise BitmaskError(f"log_probs must be floating point, got {lp.dtype}")
     if not isinstance(final, (bool, np.bool_)):
         raise OptionError(f"final must be a bool, got {final!r}")
+    if isinstance(tail_holes, bool) or not isinstance(tail_holes, (int, np.integer)) or tail_holes < 0:
+        raise OptionError(f"tail_holes must be an integer >= 0, got {tail_holes!r}")
     states = _states(state, B)
     trans = transitions_of(compiled, roots=[s for s in states if s is not None], eos_ids=eos_ids)
     if V < trans.size:
@@ -132,7 +137,7 @@ def prepare(log_probs, compiled, *, masked=None, state=None, final=False, fixed=
     mode[hole] = 2
     visible = ~hole
     last = np.where(visible.any(axis=1), L - 1 - np.argmax(visible[:, ::-1], axis=1), -1)
-    tails = (L - 1 - last).astype(np.int64)
+    tails = (L - 1 - last).astype(np.int64) + int(tail_holes)
     mode[np.arange(L)[None, :] > last[:, None]] = 3
     ends = trans.valid_ends(bool(final))
     endw = np.empty((B, trans.n), dtype=np.float64)
@@ -173,7 +178,8 @@ def _device_tensors(p: Prepared):
             torch.from_numpy(p.start).to(dev), torch.from_numpy(p.endw).to(dev))
 
 
-def dingo(log_probs, compiled, *, masked=None, state=None, final=False, fixed=None, eos_ids=(), backend="auto"):
+def dingo(log_probs, compiled, *, masked=None, state=None, final=False, fixed=None, eos_ids=(), tail_holes=0,
+          backend="auto"):
     """DINGO: the most probable valid sequence — ``(tokens, log_prob)``.
 
     ``tokens``: ``[L]`` (or ``[B, L]``) ids, -1 at masked positions; ``log_prob``: the sum of
@@ -182,7 +188,8 @@ def dingo(log_probs, compiled, *, masked=None, state=None, final=False, fixed=No
     deterministically.  Same container as ``log_probs`` (numpy, or torch on its device).
     Raises GenerationError when no valid sequence exists.
     """
-    p = prepare(log_probs, compiled, masked=masked, state=state, final=final, fixed=fixed, eos_ids=eos_ids)
+    p = prepare(log_probs, compiled, masked=masked, state=state, final=final, fixed=fixed, eos_ids=eos_ids,
+                tail_holes=tail_holes)
     t = p.trans
     B, L = p.mode.shape
     if _backend(p, backend) == "torch":
@@ -233,17 +240,19 @@ def _forward(lp_b, p: Prepared, b: int):
 
 
 def sample(log_probs, compiled, *, masked=None, state=None, final=False, num_samples=1, generator=None,
-           fixed=None, eos_ids=(), backend="auto"):
+           fixed=None, eos_ids=(), tail_holes=0, backend="auto", return_log_mass=False):
     """Exact samples from ∏ p_i(t_i) restricted to the valid sequences (see the module docstring).
 
     Returns ``[num_samples, L]`` (or ``[B, num_samples, L]``) token ids, -1 at masked positions, in
     the container of ``log_probs``.  ``generator``: a ``torch.Generator`` (the torch backend draws
     with it; the numba one seeds a numpy generator from it), a numpy ``Generator``, a seed or None.
+    ``return_log_mass``: return ``(samples, log_mass)`` (as :func:`marginals`' second value).
     Raises GenerationError when no valid sequence exists.
     """
     if isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer)) or num_samples < 1:
         raise OptionError(f"num_samples must be an integer >= 1, got {num_samples!r}")
-    p = prepare(log_probs, compiled, masked=masked, state=state, final=final, fixed=fixed, eos_ids=eos_ids)
+    p = prepare(log_probs, compiled, masked=masked, state=state, final=final, fixed=fixed, eos_ids=eos_ids,
+                tail_holes=tail_holes)
     t = p.trans
     B, L = p.mode.shape
     S = int(num_samples)
@@ -262,31 +271,36 @@ def sample(log_probs, compiled, *, masked=None, state=None, final=False, num_sam
         rng = _numpy_rng(generator)
         lp = _host(p)
         out = np.full((B, S, L), -1, dtype=np.int64)
+        log_z = np.empty(B, dtype=np.float64)
         bad = []
         for b in range(B):
             if holes[b]:
                 lat = SubsetLattice(t, lp[b], p.mode[b], p.tok[b], int(p.start[b]), p.endw[b])
+                log_z[b] = lat.log_z
                 if np.isinf(lat.log_z):
                     bad.append(b)
                     continue
                 out[b] = lat.sample(rng, S)
                 continue
-            A, ew, clse, log_z = _forward(lp[b], p, b)
-            if np.isinf(log_z):
+            A, ew, clse, log_z[b] = _forward(lp[b], p, b)
+            if np.isinf(log_z[b]):
                 bad.append(b)
                 continue
             kernels.sample_kernel(lp[b], p.mode[b], p.tok[b], p.endw[b], t.n, t.cptr, t.ctok, t.gptr, t.gcls,
-                                  t.esrc, t.egrp, t.iptr, t.iedge, A, ew, clse, log_z, rng.random((S, 3 * L + 1)),
+                                  t.esrc, t.egrp, t.iptr, t.iedge, A, ew, clse, log_z[b], rng.random((S, 3 * L + 1)),
                                   out[b])
         if bad:
             raise _fail("sample", bad)
         if p.is_torch:
             out = torch.from_numpy(out).to(p.lp.device)
-    return out if p.batched else out[0]
+            log_z = torch.from_numpy(log_z).to(p.lp.device)
+    if not p.batched:
+        out, log_z = out[0], float(log_z[0])
+    return (out, log_z) if return_log_mass else out
 
 
 def marginals(log_probs, compiled, *, masked=None, state=None, final=False, fixed=None, eos_ids=(),
-              backend="auto"):
+              tail_holes=0, backend="auto"):
     """Exact constrained marginals — ``(probs, log_mass)``.
 
     ``probs[i, t]`` = P(t_i = t) under ∏ p_i restricted to the valid sequences (``[L, V]`` or
@@ -294,7 +308,8 @@ def marginals(log_probs, compiled, *, masked=None, state=None, final=False, fixe
     Σ over the valid sequences of ∏ p_i(t_i) over the visible positions (a float, or ``[B]``).
     Raises GenerationError when no valid sequence exists.
     """
-    p = prepare(log_probs, compiled, masked=masked, state=state, final=final, fixed=fixed, eos_ids=eos_ids)
+    p = prepare(log_probs, compiled, masked=masked, state=state, final=final, fixed=fixed, eos_ids=eos_ids,
+                tail_holes=tail_holes)
     t = p.trans
     B, L = p.mode.shape
     V = int(p.lp.shape[-1])
@@ -329,3 +344,18 @@ def marginals(log_probs, compiled, *, masked=None, state=None, final=False, fixe
     if not p.batched:
         return probs[0], float(log_z[0])
     return probs, log_z
+
+
+def log_mass(log_probs, compiled, *, masked=None, state=None, final=False, fixed=None, eos_ids=(), tail_holes=0):
+    """log Σ over the valid sequences of ∏ p_i(t_i) (the second value of :func:`marginals`, by a
+    forward pass only): ``-inf`` where nothing is valid (no error).  A float, or ``[B]`` numpy."""
+    p = prepare(log_probs, compiled, masked=masked, state=state, final=final, fixed=fixed, eos_ids=eos_ids,
+                tail_holes=tail_holes)
+    lp = _host(p)
+    out = np.empty(p.mode.shape[0], dtype=np.float64)
+    for b in range(out.size):
+        if p.interior_holes[b]:
+            out[b] = SubsetLattice(p.trans, lp[b], p.mode[b], p.tok[b], int(p.start[b]), p.endw[b]).log_z
+        else:
+            out[b] = _forward(lp[b], p, b)[3]
+    return out if p.batched else float(out[0])
