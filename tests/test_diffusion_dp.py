@@ -152,7 +152,7 @@ def _as(backend, lp):
 
 
 # derandomize: the same examples every run, so the chi-square tests cannot flake from run to run
-SETTINGS = settings(max_examples=80, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
 
 # ----------------------------------------------------------------------------- dingo
@@ -235,7 +235,7 @@ def _chi2(samples, keys, w, vis):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@settings(max_examples=20, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(case=cases())
 def test_samples_follow_the_constrained_distribution(backend, case):
     cg, m, oracle, lp, masked, final = _setup(case)
