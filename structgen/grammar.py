@@ -14,6 +14,7 @@ from typing import Any, Iterable
 from .automaton import ir
 from .automaton.build import limit_scope, warm_up
 from .automaton.limits import check_count, check_known, check_seconds
+from .composition import GrammarAlgebra
 from .errors import LimitExceeded, OptionError, StructgenError
 from .frontends.deep import call_deep
 from .frontends.gbnf import gbnf_to_cfg
@@ -41,20 +42,25 @@ def _schema_and_text(engine: str, schema, options: dict):
     return engine, result, json.dumps(schema, sort_keys=True, default=str), schema
 
 
-class Grammar:
-    """A constraint specification.  Build one with the ``from_*`` constructors."""
+class Grammar(GrammarAlgebra):
+    """A constraint specification.  Build one with the ``from_*`` constructors, or compose
+    grammars (:class:`~structgen.composition.GrammarAlgebra`: ``sequence``, ``|``, ``optional``,
+    ``repeat``, ``special``, ``marker``)."""
 
-    __slots__ = ("kind", "node", "cfg", "key", "source", "report", "slicing")
+    __slots__ = ("kind", "node", "cfg", "key", "source", "report", "slicing", "specials", "builder", "tags")
 
     def __init__(self, kind: str, *, node=None, cfg=None, key=None, source: str = "", report=None,
-                 slicing=None):
-        self.kind = kind          # "regular" or "cfg"
+                 slicing=None, specials=frozenset(), builder=None, tags=None):
+        self.kind = kind          # "regular", "cfg" or "deferred" (built per vocabulary: see resolve())
         self.node = node          # ir.Node when regular
         self.cfg = cfg            # structgen.cfg grammar when context-free
         self.key = key if key is not None else (kind, id(self))
         self.source = source      # short human description
         self.report = report      # front-end report (e.g. ignored schema keywords in lenient mode)
         self.slicing = slicing    # vocabulary slices the front end asks for (index.slices.Slicing; None: default)
+        self.specials = frozenset(specials)  # ids of the special tokens the grammar names (see composition)
+        self.builder = builder    # deferred: vocabulary -> Grammar
+        self.tags = tags          # Grammar.tags(): what the output's parts are (structgen.tags.TagSet)
 
     @property
     def is_regular(self) -> bool:
