@@ -35,6 +35,7 @@ from typing import Callable
 from . import caching
 from .automaton import ir
 from .cfg.compose import CFGBuilder
+from .cfg.grammar import CFG
 from .errors import GrammarError, Unsupported
 from .index.slices import Slicing
 from .vocab.vocabulary import special_token_bytes
@@ -183,6 +184,30 @@ class GrammarAlgebra:
 
     def __radd__(self, other):
         return type(self).sequence(other, self)
+
+    @classmethod
+    def embedding(cls, cfg, parts: dict, key, source: str = "grammar with embedded parts"):
+        """A grammar-engine grammar: ``cfg`` in which each terminal named in ``parts`` stands for
+        that Grammar's whole language (a Lark grammar's ``%json`` and special tokens).  The
+        outer grammar's ``%ignore`` applies around the parts, not inside them."""
+        parts = {n: p for n, p in parts.items() if n in cfg.terminals}
+        if any(p.kind == "deferred" for p in parts.values()):
+            return cls.deferred(lambda vocab: cls.embedding(cfg, {n: p.resolve(vocab) for n, p in parts.items()},
+                                                            key, source), key, source)
+        for p in parts.values():
+            if getattr(p.report, "unique_keys", False):
+                raise Unsupported(f"{p.source} with property_order='any' cannot be embedded in a grammar", p.source)
+        terminals = dict(cfg.terminals)
+        terminals.update({n: p.node for n, p in parts.items() if p.kind == "regular"})
+        out = CFG(cfg.start, cfg.rules, terminals, list(cfg.ignore), dict(cfg.positions))
+        sub = {n: p for n, p in parts.items() if p.kind != "regular"}
+        if sub:
+            b = CFGBuilder()
+            out = b.grammar(b.embed(out, {n: b.embed(p.cfg, hint="part") for n, p in sub.items()}))
+        sl = next((p.slicing for p in parts.values() if p.slicing is not None), None)
+        return cls("cfg", cfg=out, key=key, source=source,
+                   specials=frozenset().union(*(p.specials for p in parts.values())),
+                   slicing=None if sl is None else Slicing(sl.slices, None))
 
     @classmethod
     def _part(cls, p):

@@ -16,6 +16,9 @@ from lark import Lark
 from lark.exceptions import LarkError
 
 import structgen as sg
+from structgen.automaton import ir
+from structgen.cfg.compose import trim_edges
+from structgen.frontends.lark import lark_to_cfg
 from structgen.vocab.vocabulary import Vocabulary
 
 G = sg.Grammar
@@ -32,11 +35,11 @@ def o_lit(text):
     return lambda s: s == text
 
 
-def o_lark(text):
+def o_lark(text, special_ok=False):
     parser = Lark(text, parser="earley", lexer="dynamic_complete")
 
     def accepts(s):
-        if SPECIAL in s:
+        if SPECIAL in s and not special_ok:
             return False
         try:
             parser.parse(s)
@@ -84,17 +87,18 @@ PIECES = ["a", "b", "c", " ", "ab", "ba", "b ", " a", "<", "|t|", ">", "<|t|>x"]
 ALPHABET = "abc <>|t" + SPECIAL
 
 
-def tiny_vocab():
-    toks = [p.encode() for p in PIECES] + [b"<|t|>", b"<eos>"]
+def tiny_vocab(pieces=PIECES):
+    """``pieces`` as ordinary tokens, then the special token ``<|t|>``, then EOS."""
+    toks = [p.encode() for p in pieces] + [b"<|t|>", b"<eos>"]
     return Vocabulary.from_bytes(toks, eos_ids=[len(toks) - 1], special_ids=[len(toks) - 2])
 
 
-def texts():
-    return PIECES + [SPECIAL]  # token id -> its text in oracle strings
+def texts(pieces=PIECES):
+    return list(pieces) + [SPECIAL]  # token id -> its text in oracle strings
 
 
-def check(grammar, accepts, alphabet, n, slack, seed=0, walks=14):
-    vocab = tiny_vocab()
+def check(grammar, accepts, alphabet, n, slack, seed=0, walks=14, pieces=PIECES):
+    vocab = tiny_vocab(pieces)
     eos = vocab.size - 1
     sentences = set()
     for k in range(n + 1):
@@ -106,7 +110,7 @@ def check(grammar, accepts, alphabet, n, slack, seed=0, walks=14):
     prefixes = {s[:i] for s in sentences for i in range(len(s) + 1)}
     cg = sg.compile(grammar, vocab)
     rng = random.Random(seed)
-    pieces = texts()
+    pieces = texts(pieces)
     for _ in range(walks):
         m = cg.matcher()
         prefix = ""
@@ -204,3 +208,13 @@ def test_marker_resolves_per_vocabulary():
     assert m.advance(0) and m.advance(12) and m.advance(1) and m.is_accepting()
     m = sg.compile(g, plain).matcher()
     assert m.advance(0) and m.advance(8) and m.advance(9) and m.advance(10) and m.advance(1) and m.is_accepting()
+
+
+def test_trim_edges_equals_bruteforce():
+    """trim_edges: the sentences of a grammar that neither start nor end with a space (nullable
+    parts, left and right recursion, a terminal that is all spaces)."""
+    text = 'start: x y x\nx: " "* | x "a"\ny: SP? "b" | "a" y\nSP: /[ a]+/\n'
+    cfg = trim_edges(lark_to_cfg(text), ir.CharSet.of([(32, 32)]))
+    lark = o_lark(text)
+    check(G("cfg", cfg=cfg, key=("trimmed", text)), lambda s: lark(s) and not s.startswith(" ") and not s.endswith(" "),
+          "ab ", 7, 2, seed=5)

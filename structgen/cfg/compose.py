@@ -20,7 +20,7 @@ from ..errors import GrammarError
 from .grammar import CFG
 from .terminals import after_ignores, build, drop_epsilon, with_epsilon
 
-__all__ = ["CFGBuilder", "fold_ignores", "lazy"]
+__all__ = ["CFGBuilder", "fold_ignores", "lazy", "trim_edges"]
 
 DEFAULT_MAX_STATES = 100_000
 
@@ -160,3 +160,69 @@ class CFGBuilder:
         if start in self.terminals:
             start = self.rule([(start,)], "start")
         return CFG(start, dict(self.rules), dict(self.terminals), [], dict(self.positions))
+
+
+def _nullable(cfg: CFG, empty_terminals: set) -> set:
+    out = set(empty_terminals)
+    changed = True
+    while changed:
+        changed = False
+        for a, alts in cfg.rules.items():
+            if a not in out and any(all(s in out for s in rhs) for rhs in alts):
+                out.add(a)
+                changed = True
+    return out
+
+
+def trim_edges(cfg: CFG, chars: ir.CharSet, max_states: int = DEFAULT_MAX_STATES) -> CFG:
+    """The grammar of ``cfg``'s sentences that neither start nor end with a character of
+    ``chars`` (an exact intersection: a JSON value without whitespace around it).  ``cfg`` has no
+    ignored terminals (see :func:`fold_ignores`).  Each nonterminal gets at most one copy per edge:
+    ``A$nf`` derives the non-empty sentences of ``A`` whose first character is not in ``chars``
+    (an alternative ``X1..Xn`` gives ``Xi$nf X(i+1)..Xn`` for every ``i`` whose ``X1..X(i-1)`` may
+    derive nothing), ``A$nl`` likewise at the end."""
+    if cfg.ignore:
+        raise GrammarError("trim_edges() takes a grammar without ignored terminals (fold_ignores first)")
+    other = chars.negate()
+    anything = ir.repeat(ir.ANY_CHAR, 0, None)
+    for first in (True, False):
+        eps = set()
+        for t, n in cfg.terminals.items():
+            d = build(n, max_states=max_states)
+            if d.accepting[d.start]:
+                eps.add(t)
+        nullable = _nullable(cfg, eps)
+        rules, terminals = {a: list(alts) for a, alts in cfg.rules.items()}, dict(cfg.terminals)
+        tag = "$nf" if first else "$nl"
+        done, todo = {}, []
+
+        def copy(s):
+            n = done.get(s)
+            if n is None:
+                n = s + tag
+                while n in rules or n in terminals:
+                    n += "_"
+                done[s] = n
+                if s in cfg.terminals:
+                    edge = ir.seq(other, anything) if first else ir.seq(anything, other)
+                    terminals[n] = ir.And((cfg.terminals[s], edge))
+                else:
+                    todo.append(s)
+            return n
+
+        start = copy(cfg.start)
+        while todo:
+            a = todo.pop()
+            alts = []
+            for rhs in cfg.rules[a]:
+                for i in (range(len(rhs)) if first else range(len(rhs) - 1, -1, -1)):
+                    # the symbols on the edge side of X_i derive nothing here (so they are left out)
+                    alts.append((copy(rhs[i]),) + rhs[i + 1:] if first else rhs[:i] + (copy(rhs[i]),))
+                    if rhs[i] not in nullable:
+                        break
+            rules[done[a]] = alts
+        if cfg.start in nullable:
+            rules[start + "$e"] = [(start,), ()]
+            start = start + "$e"
+        cfg = CFG(start, rules, terminals, [], dict(cfg.positions))
+    return cfg
