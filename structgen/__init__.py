@@ -12,6 +12,8 @@ from .errors import (BitmaskError, EmptyLanguage, GrammarError, GrammarNotFound,
                      RegexError, SchemaError, StructgenError, TokenError, Unsupported, VocabularyError)
 from .vocab import Vocabulary
 from .grammar import Grammar
+from .tags import Tag, ToolCall
+from .tools import tool_calls
 from .compiler import CompiledGrammar, compile
 from .runtime import ByteStateView, Matcher, Snapshot, TokenDFAMatcher, fill_bitmasks
 from .runtime.batch import get_num_threads, set_num_threads
@@ -34,4 +36,4 @@ __all__ = [
     "grammars", "generate", "Generator", "function", "GenerationResult", "GenerationError",
     "beam_search", "clear_caches", "cache_info", "set_cache_limits",
 ]
-__all__ += ["OptionError", "TokenError", "BitmaskError", "GrammarNotFound"]
+__all__ += ["OptionError", "TokenError", "BitmaskError", "GrammarNotFound", "Tag", "ToolCall", "tool_calls"]

@@ -16,6 +16,7 @@ from .cfg.compose import trim_edges
 from .automaton.build import limit_scope, warm_up
 from .automaton.limits import check_count, check_known, check_seconds
 from .composition import GrammarAlgebra
+from .tags import TagsMixin
 from .errors import LimitExceeded, OptionError, StructgenError
 from .frontends.deep import call_deep
 from .frontends.gbnf import gbnf_to_cfg
@@ -44,15 +45,16 @@ def _schema_and_text(engine: str, schema, options: dict):
     return engine, result, json.dumps(schema, sort_keys=True, default=str), schema
 
 
-class Grammar(GrammarAlgebra):
+class Grammar(TagsMixin, GrammarAlgebra):
     """A constraint specification.  Build one with the ``from_*`` constructors, or compose
     grammars (:class:`~structgen.composition.GrammarAlgebra`: ``sequence``, ``|``, ``optional``,
-    ``repeat``, ``special``, ``marker``)."""
+    ``repeat``, ``special``, ``marker``; :class:`~structgen.tags.TagsMixin`: ``tags``,
+    ``reasoning``)."""
 
-    __slots__ = ("kind", "node", "cfg", "key", "source", "report", "slicing", "specials", "builder", "tags")
+    __slots__ = ("kind", "node", "cfg", "key", "source", "report", "slicing", "specials", "builder", "structure")
 
     def __init__(self, kind: str, *, node=None, cfg=None, key=None, source: str = "", report=None,
-                 slicing=None, specials=frozenset(), builder=None, tags=None):
+                 slicing=None, specials=frozenset(), builder=None, structure=None):
         self.kind = kind          # "regular", "cfg" or "deferred" (built per vocabulary: see resolve())
         self.node = node          # ir.Node when regular
         self.cfg = cfg            # structgen.cfg grammar when context-free
@@ -62,7 +64,7 @@ class Grammar(GrammarAlgebra):
         self.slicing = slicing    # vocabulary slices the front end asks for (index.slices.Slicing; None: default)
         self.specials = frozenset(specials)  # ids of the special tokens the grammar names (see composition)
         self.builder = builder    # deferred: vocabulary -> Grammar
-        self.tags = tags          # Grammar.tags(): what the output's parts are (structgen.tags.TagSet)
+        self.structure = structure  # Grammar.tags() / reasoning(): the output's parts (structgen.tags)
 
     @property
     def is_regular(self) -> bool:
