@@ -13,6 +13,8 @@ from .errors import (BitmaskError, EmptyLanguage, GenerationError, GrammarError,
 from .vocab import Vocabulary
 from .grammar import Grammar
 from .frontends.json_schema.hygiene import JsonHygiene
+from .tags import Tag, ToolCall
+from .tools import tool_calls
 from .compiler import CompiledGrammar, compile
 from .runtime import ByteStateView, Matcher, Snapshot, TokenDFAMatcher, fill_bitmasks
 from .runtime.batch import get_num_threads, set_num_threads
@@ -38,4 +40,4 @@ __all__ = [
     "beam_search", "clear_caches", "cache_info", "set_cache_limits",
 ]
 __all__ += ["ItemCatalog", "OptionError", "TokenError", "BitmaskError", "GrammarNotFound", "diffusion"]
-__all__ += ["JsonHygiene"]
+__all__ += ["JsonHygiene", "Tag", "ToolCall", "tool_calls"]

@@ -46,10 +46,19 @@ from .errors import GenerationError, OptionError, StructgenError, Unsupported
 from .grammar import Grammar
 from .index.token_dfa import TokenDFA
 from .models import load_demo, model_logits_width
+from .tools import parse_output
 from .vocab import Vocabulary
 
 __all__ = ["generate", "Generator", "GenerationResult", "GenerationError", "Constraint", "TextStream",
            "function", "constraint_from_annotation"]
+
+
+def token_text(vocab, ids) -> bytes:
+    """The bytes of ``ids`` with special tokens as their text (EOS left out)."""
+    eos = set(vocab.eos_ids.tolist())
+    return b"".join(vocab.token_bytes(t) if vocab.is_normal[t] else
+                    vocab.special_tokens.get(int(t), "").encode("utf-8") if int(t) not in eos else b""
+                    for t in ids)
 
 
 # ----------------------------------------------------------------------------- prompts
@@ -234,7 +243,7 @@ class Generator:
         run = self._prepare(prompt, kw)
         if run.batched:
             raise TypeError("stream() takes one prompt, not a batch")
-        return TextStream(run, self.vocab)
+        return TextStream(run, self.vocab, run.show_specials)
 
     def _prepare(self, prompt, kw) -> "_Run":
         unknown = set(kw) - set(_GEN_OPTIONS) - set(_CONSTRAINT_OPTIONS)
@@ -258,14 +267,15 @@ class Generator:
                 ids = ids[:-1]
             rows.append(Row(ids, compiled.matcher() if compiled is not None else None, heal=heal))
             texts.append(text)
-        return _Run(self, rows, texts, constraint, opts, compile_s, batched)
+        return _Run(self, rows, texts, constraint, opts, compile_s, batched, compiled)
 
 
 def _spec_key(spec: dict):
     """A hashable key for a constraint spec, or None when it has none (then no caching)."""
     def freeze(v):
         if isinstance(v, (dict, list)):
-            return ("json", json.dumps(v, sort_keys=True, default=repr))
+            # objects inside (tools= classes) by identity: the cached constraint keeps them alive
+            return ("json", json.dumps(v, sort_keys=True, default=lambda o: f"{o!r}@{id(o)}"))
         if isinstance(v, (tuple, set, frozenset)):
             return tuple(freeze(x) for x in v)
         if isinstance(v, Grammar):
@@ -282,16 +292,23 @@ def _spec_key(spec: dict):
 _GEN_OPTIONS = {"max_new_tokens": 256, "temperature": 0.0, "top_p": 1.0, "top_k": 0, "seed": None,
                 "chat": None, "system": None, "fast_forward": True, "token_healing": False, "speculative": None}
 _CONSTRAINT_OPTIONS = {"schema", "regex", "grammar", "choices", "whitespace", "schema_options", "property_order",
-                       "constraint"}
+                       "constraint", "tools", "tool_format"}
 
 
 class _Run:
     """One batched decode in progress."""
 
-    def __init__(self, gen: Generator, rows, texts, constraint, opts, compile_s, batched):
+    def __init__(self, gen: Generator, rows, texts, constraint, opts, compile_s, batched, compiled=None):
         self.gen, self.rows, self.texts, self.constraint = gen, rows, texts, constraint
         self.opts, self.compile_s, self.batched = opts, compile_s, batched
         self.stats = DecodeStats()
+        # a grammar naming special tokens shows them in the text (the tokens it was built around)
+        self.show_specials = compiled is not None and compiled.vocab is not gen.vocab
+        g = constraint.grammar
+        self.cut = None
+        if g is not None and g.structure is not None:
+            vocab = gen.vocab
+            self.cut = lambda ids: parse_output(g, vocab, ids)
 
     def steps(self):
         o = self.opts
@@ -314,7 +331,7 @@ class _Run:
         return decode_steps(self.gen.model, self.rows, self.gen.vocab, **kw)
 
     def output_bytes(self, row: Row) -> bytes:
-        data = self.gen.vocab.decode(row.output_ids)
+        data = token_text(self.gen.vocab, row.output_ids) if self.show_specials else self.gen.vocab.decode(row.output_ids)
         return data[row.healed_prefix_len:]
 
     def results(self) -> list[GenerationResult]:
@@ -337,16 +354,17 @@ class _Run:
                 draft_forward_passes=row.draft_forward_passes, draft_proposed=dict(row.draft_proposed),
                 draft_accepted=dict(row.draft_accepted),
                 log_kept_mass=list(row.log_kept_mass), timings=dict(timings),
-                constraint=self.constraint.description, _parse=self.constraint.parse))
+                constraint=self.constraint.description, _parse=self.constraint.parse, _cut=self.cut))
         return out
 
 
 class TextStream:
     """Iterator of text chunks for one prompt; ``result`` is set when it is exhausted."""
 
-    def __init__(self, run: _Run, vocab):
+    def __init__(self, run: _Run, vocab, show_specials: bool = False):
         self._run = run
         self._vocab = vocab
+        self._show = show_specials
         self.result: GenerationResult | None = None
 
     def __iter__(self) -> Iterator[str]:
@@ -354,7 +372,8 @@ class TextStream:
         row = self._run.rows[0]
         skip = row.healed_prefix_len if row.heal else 0
         for events in self._run.steps():
-            data = b"".join(self._vocab.token_bytes(t) for _, new in events for t in new)
+            ids = [t for _, new in events for t in new]
+            data = token_text(self._vocab, ids) if self._show else b"".join(self._vocab.token_bytes(t) for t in ids)
             if skip and data:
                 cut = min(skip, len(data))
                 data, skip = data[cut:], skip - cut
@@ -376,7 +395,7 @@ def generate(model, tokenizer, prompt, *, schema=None, regex=None, grammar=None,
              seed: int | None = None, whitespace: str | None = None, chat: bool | None = None,
              system: str | None = None, fast_forward: bool = True, token_healing: bool = False,
              schema_options: dict | None = None, property_order: str | None = None,
-             speculative: Speculative | bool | None = None):
+             speculative: Speculative | bool | None = None, tools=None, tool_format: str | None = None):
     """Generate under a constraint with any transformers causal LM (CPU or GPU).
 
     ``prompt``: a string, a list of chat messages, or a list of those (a batch, decoded
@@ -406,6 +425,11 @@ def generate(model, tokenizer, prompt, *, schema=None, regex=None, grammar=None,
     ``model`` and ``tokenizer`` go together: ``None`` for both is the demo model (see
     :class:`Generator`); one without the other raises.
 
+    ``tools=[...]`` (Pydantic models or JSON Schemas) with ``tool_format="hermes"|"llama3"|"mistral"``
+    constrains the output to free text and tool calls in that format (:func:`structgen.tools.tool_calls`;
+    the same as ``grammar=sg.tool_calls(tools, format=...)``): ``result.tool_calls`` are the calls,
+    their arguments validated, ``result.content`` the text around them.
+
     Returns a :class:`GenerationResult` (``.value``, ``.text``, ``.token_ids``,
     ``.forward_passes``, ``.timings``, ``.projection_tax``, ...).
     """
@@ -418,7 +442,7 @@ def generate(model, tokenizer, prompt, *, schema=None, regex=None, grammar=None,
                         max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
                         seed=seed, whitespace=whitespace, chat=chat, system=system, fast_forward=fast_forward,
                         token_healing=token_healing, schema_options=schema_options, property_order=property_order,
-                        speculative=speculative)
+                        speculative=speculative, tools=tools, tool_format=tool_format)
 
 
 # ----------------------------------------------------------------------------- @function

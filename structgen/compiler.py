@@ -1,7 +1,9 @@
 """compile(): a Grammar meets a Vocabulary.
 
 Regular grammars become a byte DFA and then a :class:`~structgen.index.TokenDFA`;
-context-free ones go to the grammar engine.  Results are cached per
+context-free ones go to the grammar engine; deferred ones are resolved for the vocabulary first,
+and a grammar naming special tokens is compiled against
+:meth:`~structgen.Vocabulary.with_special_tokens` (the matchers' ``vocab``; same ids).  Results are cached per
 (grammar, vocabulary, limits) in the registered LRU ``"compile"`` (:mod:`structgen.caching`).
 """
 from __future__ import annotations
@@ -11,6 +13,7 @@ from dataclasses import dataclass, field
 
 from . import caching
 from .automaton import ir
+from .composition import check_specials
 from .grammar import Grammar
 from .index.slices import SliceDef, Slicing
 from .runtime.key_guard import KeyGuardMatcher
@@ -109,7 +112,13 @@ def compile(grammar: Grammar, vocab, *, max_states: int = 100_000, time_limit: f
     if hit is not None:
         return hit
     try:
-        result = _compile(grammar, vocab, max_states, time_limit, max_nfa_states, max_memory)
+        concrete = grammar.resolve(vocab)
+        if concrete.specials:
+            check_specials(concrete, vocab)
+            vocab = vocab.with_special_tokens()  # the named special tokens get spellings
+        result = _compile(concrete, vocab, max_states, time_limit, max_nfa_states, max_memory)
+        if concrete is not grammar:
+            result.grammar = grammar
     except LimitExceeded as e:
         raise e.within(f"compiling {grammar.source}", COMPILE_OPTIONS) from e
     if cache:

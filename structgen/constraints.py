@@ -12,9 +12,9 @@ import typing
 from typing import Any, Callable
 
 from .errors import SchemaError, Unsupported
-from .frontends.json_schema.keywords import SCHEMA_MAPS  # names -> sub-schemas (the map is not a schema)
-from .frontends.pydantic import pydantic_to_schema
+from .frontends.pydantic import close_objects as _closed, pydantic_to_schema
 from .grammar import Grammar
+from .tools import tool_calls
 
 __all__ = ["Constraint", "constraint_from_annotation", "resolve_constraint", "identity", "string_choices"]
 
@@ -45,23 +45,6 @@ def _is_pydantic_model(obj) -> bool:
     return isinstance(obj, type) and issubclass(obj, BaseModel)
 
 
-
-
-def _closed(node):
-    """The schema with ``additionalProperties: false`` on every object that lists properties
-    and says nothing about extra ones.  Pydantic models ignore unknown keys by default, so
-    generating them only wastes tokens (and lets a model wander off into free-form JSON);
-    a model with ``extra="allow"`` says ``additionalProperties: true`` and is left alone."""
-    if isinstance(node, dict):
-        out = {k: ({n: _closed(sub) for n, sub in v.items()} if k in SCHEMA_MAPS and isinstance(v, dict)
-                   else _closed(v)) for k, v in node.items()}
-        if "properties" in out and "additionalProperties" not in out and "patternProperties" not in out \
-                and "unevaluatedProperties" not in out:
-            out["additionalProperties"] = False
-        return out
-    if isinstance(node, list):
-        return [_closed(x) for x in node]
-    return node
 
 
 def _pydantic_grammar(tp, options: dict) -> Grammar:
@@ -163,12 +146,19 @@ def constraint_from_annotation(tp, *, whitespace: str | None = None, where: str 
 
 
 def resolve_constraint(*, schema=None, regex=None, grammar=None, choices=None, whitespace=None,
-                       schema_options: dict | None = None, property_order: str | None = None) -> Constraint:
-    """One constraint from the keyword arguments of :func:`generate` (at most one given)."""
-    given = [k for k, v in (("schema", schema), ("regex", regex), ("grammar", grammar), ("choices", choices))
-             if v is not None]
+                       schema_options: dict | None = None, property_order: str | None = None, tools=None,
+                       tool_format: str | None = None) -> Constraint:
+    """One constraint from the keyword arguments of :func:`generate` (at most one given;
+    ``tools=`` with ``tool_format=`` is :func:`structgen.tools.tool_calls`)."""
+    given = [k for k, v in (("schema", schema), ("regex", regex), ("grammar", grammar), ("choices", choices),
+                            ("tools", tools)) if v is not None]
     if len(given) > 1:
-        raise TypeError(f"pass at most one of schema=, regex=, grammar=, choices= (got {', '.join(given)})")
+        raise TypeError(f"pass at most one of schema=, regex=, grammar=, choices=, tools= (got {', '.join(given)})")
+    if tools is not None:
+        g = tool_calls(tools, tool_format or "hermes", whitespace=whitespace or DEFAULT_WHITESPACE)
+        return Constraint(g, identity, g.source)
+    if tool_format is not None:
+        raise TypeError("tool_format= goes with tools=")
     if not given:
         return Constraint(None, identity, "unconstrained")
     options = dict(schema_options or {})

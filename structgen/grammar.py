@@ -12,8 +12,11 @@ import json
 from typing import Any, Iterable
 
 from .automaton import ir
+from .cfg.compose import trim_edges
 from .automaton.build import limit_scope, warm_up
 from .automaton.limits import check_count, check_known, check_seconds
+from .composition import GrammarAlgebra
+from .tags import TagsMixin
 from .errors import LimitExceeded, OptionError, StructgenError
 from .frontends.deep import call_deep
 from .frontends.gbnf import gbnf_to_cfg
@@ -24,6 +27,7 @@ from .frontends.json_schema.registry import bundle_remote
 from .frontends.json_schema.select import compile_with
 from .frontends.json_schema.slicing import json_slicing
 from .frontends.lark import lark_to_cfg
+from .frontends.lark_extensions import extension_cfg, has_extensions, read_extensions
 from .frontends.pydantic import pydantic_to_schema
 from .frontends.regex import DEFAULT_MAX_DEPTH, parse_regex
 
@@ -42,20 +46,26 @@ def _schema_and_text(engine: str, schema, options: dict):
     return engine, result, json.dumps(schema, sort_keys=True, default=str), schema
 
 
-class Grammar:
-    """A constraint specification.  Build one with the ``from_*`` constructors."""
+class Grammar(TagsMixin, GrammarAlgebra):
+    """A constraint specification.  Build one with the ``from_*`` constructors, or compose
+    grammars (:class:`~structgen.composition.GrammarAlgebra`: ``sequence``, ``|``, ``optional``,
+    ``repeat``, ``special``, ``marker``; :class:`~structgen.tags.TagsMixin`: ``tags``,
+    ``reasoning``)."""
 
-    __slots__ = ("kind", "node", "cfg", "key", "source", "report", "slicing")
+    __slots__ = ("kind", "node", "cfg", "key", "source", "report", "slicing", "specials", "builder", "structure")
 
     def __init__(self, kind: str, *, node=None, cfg=None, key=None, source: str = "", report=None,
-                 slicing=None):
-        self.kind = kind          # "regular" or "cfg"
+                 slicing=None, specials=frozenset(), builder=None, structure=None):
+        self.kind = kind          # "regular", "cfg" or "deferred" (built per vocabulary: see resolve())
         self.node = node          # ir.Node when regular
         self.cfg = cfg            # structgen.cfg grammar when context-free
         self.key = key if key is not None else (kind, id(self))
         self.source = source      # short human description
         self.report = report      # front-end report (e.g. ignored schema keywords in lenient mode)
         self.slicing = slicing    # vocabulary slices the front end asks for (index.slices.Slicing; None: default)
+        self.specials = frozenset(specials)  # ids of the special tokens the grammar names (see composition)
+        self.builder = builder    # deferred: vocabulary -> Grammar
+        self.structure = structure  # Grammar.tags() / reasoning(): the output's parts (structgen.tags)
 
     @property
     def is_regular(self) -> bool:
@@ -159,16 +169,28 @@ class Grammar:
     @classmethod
     def from_lark(cls, text: str, start: str = "start", import_paths=None, source_path=None,
                   time_limit: float | None = None, **unknown) -> "Grammar":
-        """A grammar in Lark's syntax (rules, terminals, ``%import``, ``%ignore``).  ``import_paths``
+        """A grammar in Lark's syntax (rules, terminals, ``%import``, ``%ignore``), with
+        llguidance's extensions (:mod:`structgen.frontends.lark_extensions`: ``%json {...}``
+        inline JSON Schemas, special tokens ``<|name|>`` / ``<[id]>``, ``x{m,n}``, ``[lazy]``).  ``import_paths``
         (folders searched for ``%import``ed grammar files, as ``lark.Lark``'s) and ``source_path``
         (the grammar's own file: relative imports such as ``%import .csv.start`` look beside it).
         ``time_limit`` (seconds) bounds the automata built while reading it."""
         who = "Grammar.from_lark()"
         check_known(unknown, ("start", "import_paths", "source_path", "time_limit"), who)
+        ext = read_extensions(text) if has_extensions(text) else None
         with limit_scope(check_seconds(time_limit, who=who)):
-            cfg = lark_to_cfg(text, start=start, import_paths=import_paths, source_path=source_path)
+            if ext is None or not ext.any:
+                cfg = lark_to_cfg(ext.text if ext is not None else text, start=start, import_paths=import_paths,
+                                  source_path=source_path)
+            else:
+                cfg = extension_cfg(ext, start=start, import_paths=import_paths, source_path=source_path)
         key = ("lark", text, start) if not (import_paths or source_path) else ("lark-cfg", cfg.key())
-        return cls("cfg", cfg=cfg, key=key, source="Lark grammar")
+        if ext is None or not (ext.json or ext.tokens):
+            return cls("cfg", cfg=cfg, key=key, source="Lark grammar")
+        parts = {n: _lark_json(schema, line, col) for n, (schema, line, col) in ext.json.items() if n in cfg.terminals}
+        parts.update({n: _lark_token(spec, line, col) for n, (spec, line, col) in ext.tokens.items()
+                      if n in cfg.terminals})
+        return cls.embedding(cfg, parts, key, "Lark grammar")
 
     @classmethod
     def from_gbnf(cls, text: str, start: str = "root", time_limit: float | None = None, **unknown) -> "Grammar":
@@ -182,3 +204,54 @@ class Grammar:
 
     def __repr__(self) -> str:
         return f"Grammar({self.kind}, {self.source})"
+
+
+#: llguidance's ``x-guidance`` options of an inline ``%json`` schema that structgen reads
+_X_GUIDANCE = ("whitespace_flexible", "lenient", "coerce_one_of")
+
+
+def _lark_json(schema, line: int, col: int) -> Grammar:
+    """The grammar of a Lark grammar's ``%json { ... }``, with llguidance's defaults: flexible
+    whitespace inside, none around (``x-guidance``: ``whitespace_flexible``, ``lenient``)."""
+    options = {"whitespace": "flexible"}
+    if isinstance(schema, dict) and "x-guidance" in schema:
+        schema = dict(schema)
+        xg = schema.pop("x-guidance")
+        bad = sorted(set(xg) - set(_X_GUIDANCE)) if isinstance(xg, dict) else ["(not an object)"]
+        if bad:
+            raise Unsupported(f"x-guidance options {bad} of the %json at line {line}, column {col}",
+                              f"line {line}, column {col}")
+        if xg.get("whitespace_flexible") is False:
+            options["whitespace"] = "compact"
+        if xg.get("lenient"):
+            options["lenient"] = True
+        if xg.get("coerce_one_of") and not xg.get("lenient"):
+            raise Unsupported(f"x-guidance coerce_one_of (oneOf read as anyOf) of the %json at line {line}, "
+                              f"column {col}", f"line {line}, column {col}")
+    g = Grammar.from_json_schema(schema, **options)
+    if options["whitespace"] != "flexible":
+        return g
+    # llguidance allows whitespace inside a %json value, never around it
+    if g.kind == "regular":
+        anything = ir.repeat(ir.ANY_CHAR, 0, None)
+        g.node = ir.And((g.node, ir.seq(_NOT_WS, anything), ir.seq(anything, _NOT_WS)))
+    else:
+        g.cfg = trim_edges(g.cfg, _JSON_WS)
+    g.key = ("lark-json", g.key)
+    return g
+
+
+_JSON_WS = ir.CharSet.of([(9, 10), (13, 13), (32, 32)])
+_NOT_WS = _JSON_WS.negate()
+
+
+def _lark_token(spec, line: int, col: int) -> Grammar:
+    """The grammar of a Lark grammar's special-token reference (``<|name|>``, ``<[id,lo-hi]>``)."""
+    kind, value = spec
+    if kind == "text":
+        return Grammar.special(value)
+    ids = [i for lo, hi in value for i in range(lo, hi + 1)]
+    if len(ids) > 4096:
+        raise Unsupported(f"token set of {len(ids)} ids at line {line}, column {col} (at most 4096)",
+                          f"line {line}, column {col}")
+    return Grammar.alternatives(*[Grammar.special(i) for i in dict.fromkeys(ids)])

@@ -125,3 +125,39 @@ def segment(data: bytes, pieces, rng) -> list[int]:
         out.append(i)
         pos += len(pieces[i])
     return out
+
+
+#: Llama 3.1 renamed two of Llama 3's reserved special tokens (same ids, same BPE)
+LLAMA31_RENAMES = {128008: "<|eom_id|>", 128010: "<|python_tag|>"}
+
+
+@lru_cache(maxsize=None)
+def load_llama31_tokenizer():
+    """The llama3 fixture with Llama 3.1's names for two reserved special tokens (``<|eom_id|>``
+    128008, ``<|python_tag|>`` 128010): what Llama 3.1 changed in the tokenizer.  Written once per
+    process to a temporary folder."""
+    import shutil
+    import tempfile
+
+    from transformers import AutoTokenizer
+
+    dst = Path(tempfile.mkdtemp(prefix="structgen-llama31-"))
+    src = TOKENIZERS_DIR / "llama3"
+    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(src / f, dst / f)
+    tj = json.loads((dst / "tokenizer.json").read_text(encoding="utf-8"))
+    for a in tj["added_tokens"]:
+        a["content"] = LLAMA31_RENAMES.get(a["id"], a["content"])
+    (dst / "tokenizer.json").write_text(json.dumps(tj), encoding="utf-8")
+    tc = json.loads((dst / "tokenizer_config.json").read_text(encoding="utf-8"))
+    for i, name in LLAMA31_RENAMES.items():
+        tc["added_tokens_decoder"][str(i)]["content"] = name
+    (dst / "tokenizer_config.json").write_text(json.dumps(tc), encoding="utf-8")
+    return AutoTokenizer.from_pretrained(str(dst), local_files_only=True)
+
+
+@lru_cache(maxsize=None)
+def load_llama31_vocab():
+    from structgen.vocab import Vocabulary
+
+    return Vocabulary.from_tokenizer(load_llama31_tokenizer())

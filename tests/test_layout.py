@@ -26,7 +26,7 @@ LAYERS = [
     {"runtime"},
     {"cfg"},
     {"frontends"},
-    {"grammar", "compiler", "grammars", "constraints"},
+    {"grammar", "compiler", "grammars", "constraints", "composition", "tags", "tools"},
     {"decoding", "diffusion"},
     {"integrations", "models"},
     {"api"},

@@ -39,6 +39,7 @@ from .cache import MaskCache
 from .grammar import CFG, literal_terminal, right_to_left, trim
 from .matcher import CFGMatcher
 from .terminals import after_ignores, build, literal_dfa as _literal_dfa, literal_set_dfa
+from .terminals import drop_epsilon as _drop_epsilon, with_epsilon as _with_epsilon
 
 _START = "$start"
 _NORM_VERSION = 3  # in the disk cache's key: 2 = ignored lexemes are longest matches, 3 = + right recursion
@@ -287,26 +288,6 @@ def _place(trans, gout, o, tr, bc):
             else:
                 trans[o + s, b] = -1
         gout[o + s] = any_out
-
-
-def _drop_epsilon(d: ByteDFA) -> ByteDFA:
-    """The same language without the empty string: a fresh non-accepting start state."""
-    n = d.n_states
-    tr = np.empty((n + 1, d.n_classes), np.int32)
-    tr[1:] = np.where(d.transitions >= 0, d.transitions + 1, -1)
-    tr[0] = tr[1 + d.start]
-    acc = np.concatenate([[False], d.accepting])
-    return ByteDFA(d.byte_class.copy(), tr, acc, 0)
-
-
-def _with_epsilon(d: ByteDFA) -> ByteDFA:
-    """The same language and the empty string (a fresh accepting start state)."""
-    n = d.n_states
-    tr = np.empty((n + 1, d.n_classes), np.int32)
-    tr[1:] = np.where(d.transitions >= 0, d.transitions + 1, -1)
-    tr[0] = tr[1 + d.start]
-    acc = np.concatenate([[True], d.accepting])
-    return ByteDFA(d.byte_class.copy(), tr, acc, 0)
 
 
 _CHAINED = caching.LRU(4096, name="cfg.chained")  # (body key, prefix) -> (body DFA or None, prefixed DFA)

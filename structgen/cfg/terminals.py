@@ -24,6 +24,25 @@ def build(node: ir.Node, max_states: int = 100_000) -> ByteDFA:
     return d if d is not None else build_dfa(node, max_states=max_states)
 
 
+def drop_epsilon(d: ByteDFA) -> ByteDFA:
+    """The same language without the empty string: a fresh non-accepting start state."""
+    return _fresh_start(d, False)
+
+
+def with_epsilon(d: ByteDFA) -> ByteDFA:
+    """The same language and the empty string (a fresh accepting start state)."""
+    return _fresh_start(d, True)
+
+
+def _fresh_start(d: ByteDFA, accepting: bool) -> ByteDFA:
+    n = d.n_states
+    tr = np.empty((n + 1, d.n_classes), np.int32)
+    tr[1:] = np.where(d.transitions >= 0, d.transitions + 1, -1)
+    tr[0] = tr[1 + d.start]
+    acc = np.concatenate([[accepting], d.accepting])
+    return ByteDFA(d.byte_class.copy(), tr, acc, 0)
+
+
 def literal_set_dfa(items, max_states: int = 100_000):
     """The minimal DFA of a union of plain literals (``"+=" | "-=" | "="``, ``"int" | "char"``:
     operator and type-name terminals), or None: ``items`` not all literals (a CharSet of one code

@@ -39,6 +39,8 @@ class GenerationResult:
     _parse: Callable[[str], Any] = dataclasses.field(default=identity, repr=False)
     _value: Any = dataclasses.field(default=None, repr=False)
     _parsed: bool = dataclasses.field(default=False, repr=False)
+    _cut: Callable | None = dataclasses.field(default=None, repr=False)  # token ids -> tools.ParsedOutput
+    _parts: Any = dataclasses.field(default=None, repr=False)
 
     @property
     def generated_tokens(self) -> int:
@@ -55,7 +57,45 @@ class GenerationResult:
         return float(-sum(self.log_kept_mass))
 
     @property
+    def parts(self):
+        """The output cut into free text, reasoning and calls (:class:`structgen.tools.ParsedOutput`):
+        for grammars made by ``Grammar.tags``, ``Grammar.reasoning`` and ``tool_calls`` (``tools=``).
+        Raises :class:`GenerationError` when the output is incomplete or has no such parts."""
+        if self._parts is None:
+            if self._cut is None:
+                raise GenerationError(f"the constraint ({self.constraint}) has no tags or tool calls to read", self)
+            if not self.complete:
+                raise GenerationError(
+                    f"the output is incomplete: generation stopped at max_new_tokens after {len(self.token_ids)} "
+                    f"tokens ({self.constraint}); raise max_new_tokens. Text so far: {clip_text(self.text)}", self)
+            try:
+                self._parts = self._cut(self.token_ids)
+            except Exception as e:
+                raise GenerationError(f"cannot read the parts of the output: {type(e).__name__}: {e}. "
+                                      f"Text: {clip_text(self.text)}", self) from None
+        return self._parts
+
+    @property
+    def tool_calls(self) -> list:
+        """The calls in the output (``ToolCall(name, arguments, text)``, arguments validated)."""
+        return self.parts.tool_calls
+
+    @property
+    def content(self) -> str:
+        """The free text around the calls."""
+        return self.parts.content
+
+    @property
+    def reasoning(self):
+        """The thoughts of a ``Grammar.reasoning`` output (None for other grammars with parts)."""
+        return self.parts.reasoning
+
+    @property
     def value(self):
+        if not self._parsed and self._cut is not None:
+            p = self.parts
+            self._value = p.answer if p.reasoning is not None and not p.segments else p.tool_calls
+            self._parsed = True
         if not self._parsed:
             if not self.complete:
                 raise GenerationError(

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .json_schema.keywords import SCHEMA_MAPS  # names -> sub-schemas (the map is not a schema)
+
 
 def pydantic_to_schema(model_or_type: Any) -> dict:
     """The JSON Schema (draft 2020-12) of a Pydantic model class or of any type."""
@@ -36,4 +38,21 @@ def _drop_unique_items(node):
         return {k: _drop_unique_items(v) for k, v in node.items() if not (k == "uniqueItems" and v is True)}
     if isinstance(node, list):
         return [_drop_unique_items(x) for x in node]
+    return node
+
+
+def close_objects(node):
+    """The schema with ``additionalProperties: false`` on every object that lists properties
+    and says nothing about extra ones.  Pydantic models ignore unknown keys by default, so
+    generating them only wastes tokens (and lets a model wander off into free-form JSON);
+    a model with ``extra="allow"`` says ``additionalProperties: true`` and is left alone."""
+    if isinstance(node, dict):
+        out = {k: ({n: close_objects(sub) for n, sub in v.items()} if k in SCHEMA_MAPS and isinstance(v, dict)
+                   else close_objects(v)) for k, v in node.items()}
+        if "properties" in out and "additionalProperties" not in out and "patternProperties" not in out \
+                and "unevaluatedProperties" not in out:
+            out["additionalProperties"] = False
+        return out
+    if isinstance(node, list):
+        return [close_objects(x) for x in node]
     return node

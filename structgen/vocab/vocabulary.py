@@ -47,7 +47,7 @@ import numpy as np
 from ..errors import VocabularyError
 from .trie import TokenTrie
 
-__all__ = ["Vocabulary", "EOS_MARKERS"]
+__all__ = ["Vocabulary", "EOS_MARKERS", "SPECIAL_LEAD", "special_token_bytes"]
 
 BYTE_LEVEL = "byte_level"
 SENTENCEPIECE = "sentencepiece"
@@ -59,6 +59,29 @@ EOS_MARKERS = ("<|endoftext|>", "<|end_of_text|>", "<|eot_id|>", "<|im_end|>", "
 # Added tokens that are markers rather than text, even when flagged special: false.
 _CONTROL_RE = re.compile(r"<\|[^\n]*\|>|<[^<>\s]+>|\[/?[A-Z][A-Z0-9_]*\]")
 _BYTE_PIECE_RE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+
+#: The byte that starts the spelling of a special token in :meth:`Vocabulary.with_special_tokens`:
+#: 0xFF never occurs in UTF-8, and every grammar front end speaks UTF-8 text.
+SPECIAL_LEAD = 0xFF
+
+
+def special_token_bytes(token_id: int) -> bytes:
+    """The reserved spelling of special token ``token_id`` in :meth:`Vocabulary.with_special_tokens`:
+    ``0xFF`` and the id in three bytes, big-endian (the same length for every id, so that no
+    spelling is a prefix of another)."""
+    i = int(token_id)
+    if not 0 <= i < 1 << 24:
+        raise VocabularyError(f"special token id {i} is outside [0, 2**24)")
+    return bytes((SPECIAL_LEAD, i >> 16, (i >> 8) & 255, i & 255))
+
+
+def _display(data: bytes) -> str:
+    """A raw special token's name: its text when it is UTF-8, else the bytes' repr."""
+    try:
+        return data.decode("utf-8") if data else repr(data)
+    except UnicodeDecodeError:
+        return repr(data)
 
 
 def _byte_level_codepoints() -> np.ndarray:
@@ -320,6 +343,8 @@ class Vocabulary:
         self.special_ids = np.asarray(special, dtype=np.int32)
         self.is_normal = self.token_lengths > 0
         self.special_tokens = dict(special_tokens or {})
+        self.base = self          # the vocabulary this one was derived from (itself here)
+        self.spelled_specials = np.zeros(0, np.int32)  # ids spelled by special_token_bytes (none here)
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -334,7 +359,7 @@ class Vocabulary:
         np.cumsum([len(c) for c in chunks], out=offsets[1:])
         data = np.frombuffer(b"".join(chunks), dtype=np.uint8)
         eos_ids, special_ids = list(eos_ids), list(special_ids)
-        names = {int(i): repr(chunks[int(i)]) for i in eos_ids + special_ids if 0 <= int(i) < len(chunks)}
+        names = {int(i): _display(chunks[int(i)]) for i in eos_ids + special_ids if 0 <= int(i) < len(chunks)}
         return cls(data, offsets, len(chunks), eos_ids, special_ids, logits_width=logits_width,
                    kind=RAW_BYTES, special_tokens=names)
 
@@ -417,6 +442,48 @@ class Vocabulary:
                                   f"{list(EOS_MARKERS)} is among its special tokens: pass eos_ids=[...]")
         return cls(data, offsets, src.size, eos, special, logits_width=logits_width, kind=src.kind,
                    tokenizer=tok, special_tokens=names)
+
+    def with_special_tokens(self) -> "Vocabulary":
+        """The same vocabulary in which every special token that is not EOS is spelled
+        :func:`special_token_bytes` (``0xFF`` and its id) instead of nothing, and every ordinary
+        token holding a byte ``0xFF`` has no bytes (no UTF-8 text holds one).  A grammar that
+        names special tokens is compiled against it with those spellings as terminals: a mask
+        then allows the special token exactly where the grammar names it, and its text spelled
+        out by ordinary tokens stays text.  Ids, EOS, logits width and tokenizer are the same;
+        ``base`` is this vocabulary.  Built once per vocabulary."""
+        if self.base is not self:
+            return self
+        return self._with_special_tokens
+
+    @cached_property
+    def _with_special_tokens(self) -> "Vocabulary":
+        spell = [int(i) for i in self.special_ids if 0 <= int(i) < self.size]
+        ff = self.token_data == SPECIAL_LEAD
+        lead_tokens = np.unique(np.searchsorted(self.token_offsets, np.flatnonzero(ff), side="right") - 1)
+        overrides = {int(t): b"" for t in lead_tokens if int(t) < self.size}
+        overrides.update({i: special_token_bytes(i) for i in spell})
+        data, offsets = _splice(self.token_data, self.token_offsets[:self.size + 1], overrides)
+        v = Vocabulary(data, offsets, self.size, self.eos_ids.tolist(), (), logits_width=self.logits_width,
+                       kind=self.kind, tokenizer=self.tokenizer, special_tokens=self.special_tokens)
+        v.special_ids = self.special_ids  # still the specials (now spelled), for whoever asks
+        v.spelled_specials = np.asarray(spell, np.int32)
+        v.base = self
+        return v
+
+    def special_token_id(self, text: str):
+        """The id of the special (non-EOS) token whose text is ``text``, or None."""
+        return self.special_token_ids.get(text)
+
+    @cached_property
+    def special_token_ids(self) -> dict:
+        """``{text: id}`` of the special tokens that are not EOS (the first id of a repeated text)."""
+        out: dict = {}
+        eos = set(self.eos_ids.tolist())
+        for i in self.special_ids.tolist():
+            name = self.special_tokens.get(int(i))
+            if name and int(i) not in eos:
+                out.setdefault(name, int(i))
+        return out
 
     # ------------------------------------------------------------------ queries
     @cached_property
