@@ -210,6 +210,26 @@ def test_marginals_equal_enumeration(backend, case):
     np.testing.assert_allclose(probs, want, atol=1e-6, rtol=0)
 
 
+@SETTINGS
+@given(case=cases())
+def test_local_masses_equal_enumeration(case):
+    """local_log_mass: per position, the mass of the tokens some valid full sequence puts there
+    (the free positions, here the masked ones and the others alike, filled by any real token)."""
+    cg, m, oracle, lp, masked, final = _setup(case)
+    fixed = np.where(masked, 0, -1)                     # masked positions pinned to token 0 instead
+    fixed[masked] = [t for t in range(oracle.V) if t == oracle.eos or oracle.pieces[t]][0]
+    good = oracle.valid & oracle.real_seq.all(axis=1) & (np.where(fixed >= 0, oracle.seqs == fixed, True)).all(axis=1)
+    at = ~masked
+    if not good.any():
+        return
+    got = sgd.local_log_mass(lp, cg, at, fixed=fixed, state=m, final=final)
+    for i in np.flatnonzero(at):
+        toks = np.unique(oracle.seqs[good, i])
+        want = np.logaddexp.reduce(lp[i, toks]) if toks.size else -np.inf
+        assert got[i] == pytest.approx(want, abs=1e-9) or (np.isinf(want) and np.isinf(got[i]))
+    assert np.isnan(got[masked]).all()
+
+
 # ----------------------------------------------------------------------------- sample
 def _chi2(samples, keys, w, vis):
     """p-value of ``samples`` (visible tuples) against the distribution ∝ exp(w) on ``keys``;

@@ -14,10 +14,10 @@ transformers' DiffusionGemma on a constraint from inside its own ``generate``.
 May import: ``errors``, ``caching``, ``kernels``, ``vocab``, ``automaton``, ``index``, ``runtime``,
 ``cfg``, ``frontends``, ``grammar``, ``compiler``, ``constraints``, ``decoding``.
 """
-from .dp import dingo, log_mass, marginals, sample
+from .dp import dingo, local_log_mass, log_mass, marginals, sample
 from .processor import DiffusionLogitsProcessor
 from .sampler import BlockStep, generate, register_method
 from .transitions import Transitions, transitions_of
 
-__all__ = ["dingo", "sample", "marginals", "log_mass", "generate", "register_method", "BlockStep",
+__all__ = ["dingo", "sample", "marginals", "log_mass", "local_log_mass", "generate", "register_method", "BlockStep",
            "DiffusionLogitsProcessor", "Transitions", "transitions_of"]

@@ -46,7 +46,7 @@ from .subsets import SubsetLattice
 from .torch_dp import dingo_torch, marginals_torch, sample_torch
 from .transitions import Transitions, transitions_of
 
-__all__ = ["dingo", "sample", "marginals", "log_mass", "prepare"]
+__all__ = ["dingo", "sample", "marginals", "log_mass", "local_log_mass", "prepare"]
 
 
 class Prepared:
@@ -359,3 +359,23 @@ def log_mass(log_probs, compiled, *, masked=None, state=None, final=False, fixed
         else:
             out[b] = _forward(lp[b], p, b)[3]
     return out if p.batched else float(out[0])
+
+
+def local_log_mass(log_probs, compiled, at, *, state=None, final=False, fixed=None, eos_ids=(), tail_holes=0):
+    """Per-position masks: ``[L]`` (or ``[B, L]``) numpy, entry ``i`` (where ``at[i]``) the log of
+    Σ p_i(t) over the tokens t that keep the sequence completable when every other position that
+    is not ``fixed`` is a hole (what an autoregressive token mask keeps, position by position);
+    NaN where not ``at``.  Two boolean passes over the edges plus one pass over V per position."""
+    p = prepare(log_probs, compiled, state=state, final=final, fixed=fixed, eos_ids=eos_ids, tail_holes=tail_holes)
+    t = p.trans
+    B, L = p.mode.shape
+    want = np.broadcast_to(np.asarray(at, dtype=np.bool_), (B, L))
+    lp = _host(p)
+    mode = np.where(p.mode == 0, 2, p.mode).astype(np.int8)   # every free position a hole
+    mode[p.mode == 3] = 3
+    out = np.full((B, L), np.nan)
+    for b in range(B):
+        kernels.local_mass_kernel(lp[b], mode[b], p.tok[b], int(p.start[b]), p.endw[b], t.n, t.tcls, t.cptr, t.ctok,
+                                  t.gptr, t.gcls, t.esrc, t.edst, t.egrp, np.ascontiguousarray(want[b]), out[b])
+    out[~want] = np.nan
+    return out if p.batched else out[0]

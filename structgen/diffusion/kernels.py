@@ -374,3 +374,71 @@ def _logaddexp(x, y):
     if x > y:
         return x + np.log1p(np.exp(y - x))
     return y + np.log1p(np.exp(x - y))
+
+
+@njit(cache=True, nogil=True)
+def _step_reach(R, Rn, mode, tok, i, tcls, gptr, gcls, esrc, edst, egrp):
+    """Rn = states reachable from R in one position (every token allowed unless fixed)."""
+    Rn[:] = False
+    m = mode[i]
+    if m == 3:
+        Rn[:] = R[:]
+        return
+    c = tcls[tok[i]] if m == 1 else -1
+    for e in range(esrc.size):
+        if R[esrc[e]]:
+            g = egrp[e]
+            if m != 1 or (c >= 0 and _member(gcls, gptr[g], gptr[g + 1], c)):
+                Rn[edst[e]] = True
+
+
+@njit(cache=True, nogil=True)
+def local_mass_kernel(lp, mode, tok, start, endw, n, tcls, cptr, ctok, gptr, gcls, esrc, edst, egrp, at, out):
+    """For each position ``i`` with ``at[i]``: ``out[i]`` = log Σ p_i(t) over the tokens t that some
+    filling of every other non-fixed position completes into a valid sequence (the mask the
+    constraint puts on position i alone, as a token mask does in autoregressive decoding)."""
+    L = mode.size
+    C = cptr.size - 1
+    F = np.zeros((L + 1, n), dtype=np.bool_)
+    F[0, start] = True
+    for i in range(L):
+        _step_reach(F[i], F[i + 1], mode, tok, i, tcls, gptr, gcls, esrc, edst, egrp)
+    Bk = np.zeros((L + 1, n), dtype=np.bool_)
+    for q in range(n):
+        Bk[L, q] = endw[q] == 0.0
+    for i in range(L - 1, -1, -1):
+        m = mode[i]
+        if m == 3:
+            Bk[i, :] = Bk[i + 1, :]
+            continue
+        c = tcls[tok[i]] if m == 1 else -1
+        for e in range(esrc.size):
+            if Bk[i + 1, edst[e]] and not Bk[i, esrc[e]]:
+                g = egrp[e]
+                if m != 1 or (c >= 0 and _member(gcls, gptr[g], gptr[g + 1], c)):
+                    Bk[i, esrc[e]] = True
+    allowed = np.zeros(C, dtype=np.bool_)
+    cval = np.empty(C)
+    carg = np.empty(C, dtype=np.int64)
+    for i in range(L):
+        if not at[i]:
+            continue
+        allowed[:] = False
+        for e in range(esrc.size):
+            if F[i, esrc[e]] and Bk[i + 1, edst[e]]:
+                g = egrp[e]
+                for k in range(gptr[g], gptr[g + 1]):
+                    allowed[gcls[k]] = True
+        _class_stats(lp[i], cptr, ctok, True, cval, carg)
+        mx = NEG
+        for c in range(C):
+            if allowed[c] and cval[c] > mx:
+                mx = cval[c]
+        if mx == NEG:
+            out[i] = NEG
+            continue
+        s = 0.0
+        for c in range(C):
+            if allowed[c] and cval[c] != NEG:
+                s += np.exp(cval[c] - mx)
+        out[i] = mx + np.log(s)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 
 from ..errors import OptionError

@@ -29,10 +29,11 @@ scores for ``"map"`` (LLaDA) and scales the logits for ``"sample"`` (where 0 mea
 Other methods plug in with :func:`register_method` (``method="lookahead"`` for context-free
 grammars is one): ``grammar=`` constraints are accepted only by a method registered with
 ``grammars=True``.  Results are :class:`~structgen.decoding.result.GenerationResult` with
-``forward_passes`` (steps), ``log_kept_mass`` (per step: log of the probability, under the model's
-independent per-position distributions over the block's masked positions, that they form a
-completable canvas) and ``timings`` (``forward`` / ``dp`` totals and ``step_forward`` /
-``step_dp`` lists, seconds).
+``forward_passes`` (steps), ``log_kept_mass`` (per step: Σ over the positions unmasked in that step
+of log Σ p_i(t) over the tokens t that keep the canvas completable there, the other free positions
+counting as holes — the diffusion analogue of an autoregressive step's Z_t, see
+:func:`~structgen.diffusion.dp.local_log_mass`) and ``timings`` (``forward`` / ``dp`` totals and
+``step_forward`` / ``step_dp`` lists, seconds; ``dp`` covers everything between forward passes).
 """
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ from ..constraints import resolve_constraint
 from ..decoding.result import GenerationResult
 from ..errors import OptionError, Unsupported
 from ..vocab import Vocabulary
-from .dp import dingo, log_mass, marginals, sample
+from .dp import dingo, local_log_mass, marginals, sample
 
 __all__ = ["generate", "register_method", "BlockStep", "METHODS"]
 
@@ -101,6 +102,14 @@ def _fixed_and_masked(st: BlockStep, visible: np.ndarray):
     return fixed, masked
 
 
+def _kept(st: BlockStep, fixed: np.ndarray) -> np.ndarray:
+    """Per row: Σ over the picked positions of log (mass of the tokens that keep the canvas completable)."""
+    lp = st.log_probs if st.clean_log_probs is None else st.clean_log_probs
+    per = local_log_mass(lp, st.compiled, st.pick, fixed=fixed, state=st.states, final=st.final, eos_ids=st.eos_ids,
+                         tail_holes=st.tail)
+    return np.where(st.pick, per, 0.0).sum(axis=1)
+
+
 def _map_step(st: BlockStep):
     lp = st.log_probs
     if st.compiled is None:
@@ -108,9 +117,7 @@ def _map_step(st: BlockStep):
     fixed, masked = _fixed_and_masked(st, st.pick)
     tokens, _ = dingo(lp, st.compiled, masked=masked, fixed=fixed, state=st.states, final=st.final,
                       eos_ids=st.eos_ids, tail_holes=st.tail)
-    kept = log_mass(_plain(st), st.compiled, fixed=fixed, state=st.states, final=st.final, eos_ids=st.eos_ids,
-                    tail_holes=st.tail)
-    return tokens, kept
+    return tokens, _kept(st, fixed)
 
 
 def _sample_step(st: BlockStep):
@@ -121,14 +128,9 @@ def _sample_step(st: BlockStep):
         u = st.rng.random(cdf.shape[:-1] + (1,))
         return np.minimum((cdf < u).sum(axis=-1), lp.shape[-1] - 1), np.zeros(lp.shape[0])
     fixed, _ = _fixed_and_masked(st, np.ones_like(st.pick))
-    tokens, kept = sample(lp, st.compiled, fixed=fixed, state=st.states, final=st.final, eos_ids=st.eos_ids,
-                          tail_holes=st.tail, generator=st.rng, return_log_mass=True)
-    return tokens[:, 0], kept
-
-
-def _plain(st: BlockStep) -> np.ndarray:
-    """The block's log-probs without Gumbel noise (for the kept mass of ``map``)."""
-    return st.log_probs if st.clean_log_probs is None else st.clean_log_probs
+    tokens = sample(lp, st.compiled, fixed=fixed, state=st.states, final=st.final, eos_ids=st.eos_ids,
+                    tail_holes=st.tail, generator=st.rng)
+    return tokens[:, 0], _kept(st, fixed)
 
 
 register_method("map", _map_step)
@@ -291,8 +293,10 @@ def generate(model, tokenizer, prompt, *, schema=None, regex=None, choices=None,
             else:
                 step_forward.append(first_forward)
             td = time.perf_counter()
-            scale = temperature if (method != "map" and temperature > 0) else 1.0
-            clean = torch.log_softmax(logits[:, lo - P:hi - P].float() / scale, dim=-1)
+            raw = logits[:, lo - P:hi - P].float()
+            if method != "map" and temperature > 0 and temperature != 1:
+                raw = raw / temperature
+            clean = torch.log_softmax(raw, dim=-1)
             if int(mask_id) < clean.shape[-1]:
                 clean[..., int(mask_id)] = float("-inf")      # the model never writes a mask token
             lp = clean
