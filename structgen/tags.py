@@ -175,11 +175,13 @@ class TagsMixin:
         return g
 
     @classmethod
-    def reasoning(cls, answer, begin="<think>", end="</think>", *, thinking=None, separator: str = r"[ \t\r\n]*",
+    def reasoning(cls, answer, begin="<think>", end="</think>", *, thinking=None, separator: str = r"[ \t\r\n]{0,4}",
                   whitespace: str = "dumps", strict: bool = True, engine: str = "auto"):
         """A reasoning prefix, then the answer: ``begin`` (a marker; None when the prompt ends with
         it already), the thoughts (any text, or the regex / regular Grammar ``thinking``, holding
-        no ``end`` written as text), ``end`` (a marker), ``separator`` (a regex), then ``answer``
+        no ``end`` written as text), ``end`` (a marker), ``separator`` (a regex; by default up to
+        four whitespace characters, as models write ``</think>\n\n``, so that a weak model cannot
+        run away in whitespace), then ``answer``
         (a JSON Schema, Pydantic model, regex or Grammar, tags included)."""
         spec = content_spec(cls, answer, whitespace, strict, engine)
         if isinstance(thinking, str):

@@ -118,9 +118,12 @@ def _arguments(tool: _Tool, value):
 
 
 def tool_calls(tools, format: str = "hermes", *, free_text=True, max_calls: int | None = None, min_calls: int = 0,
-               whitespace: str = "dumps", strict: bool = True, engine: str = "auto") -> Grammar:
-    """A grammar of free text and tool calls in ``format`` (see the module docstring); the other
-    options are :meth:`~structgen.Grammar.tags`'s."""
+               max_parallel: int | None = None, whitespace: str = "dumps", strict: bool = True,
+               engine: str = "auto") -> Grammar:
+    """A grammar of free text and tool calls in ``format`` (see the module docstring).
+    ``max_parallel``: the most calls in one ``[TOOL_CALLS]`` list (mistral; None: no bound).
+    ``min_calls`` / ``max_calls`` count tags (for mistral, lists); the other options are
+    :meth:`~structgen.Grammar.tags`'s."""
     if format not in FORMATS:
         raise GrammarError(f"tool_calls(format=...) is one of {', '.join(map(repr, FORMATS))}, not {format!r}")
     ts = _tools(tools)
@@ -145,8 +148,10 @@ def tool_calls(tools, format: str = "hermes", *, free_text=True, max_calls: int 
         def to_calls(value, text):
             return [ToolCall(v["name"], _arguments(by_name[v["name"]], v["arguments"]), json.dumps(v)) for v in value]
 
-        tags = [Tag("[TOOL_CALLS]", {"type": "array", "items": {"anyOf": items}, "minItems": 1}, "", "tool_calls",
-                    to_calls)]
+        array = {"type": "array", "items": {"anyOf": items}, "minItems": 1}
+        if max_parallel is not None:
+            array["maxItems"] = int(max_parallel)
+        tags = [Tag("[TOOL_CALLS]", array, "", "tool_calls", to_calls)]
         triggers = ["[TOOL_CALLS]"]
     g = Grammar.tags(tags, triggers, free_text=free_text, max_calls=max_calls, min_calls=min_calls,
                      whitespace=whitespace, strict=strict, engine=engine)
