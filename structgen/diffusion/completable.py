@@ -29,7 +29,9 @@ Both answers are exact:
 Trailing holes with ``final=False`` cost nothing when every reachable state can take a token
 (always for a TokenDFA, whose token-dead states are pruned; for grammars when every byte is a
 single-byte token of the vocabulary, as in byte-level BPE and byte-fallback vocabularies):
-any live point then extends by one more token or by EOS.
+any live point then extends by one more token or by EOS.  With ``final=True`` and such a
+vocabulary, ``k`` trailing holes are enough when the shortest completion of the grammar
+point is at most ``k`` bytes (:meth:`~.lattice.Chart.min_bytes`); otherwise they are walked.
 """
 from __future__ import annotations
 
@@ -75,7 +77,7 @@ class Canvas:
 
 
 def completable(compiled, tokens, *, mask_token_id: int, state=None, final: bool = False,
-                eos_ids=None, **limits) -> bool:
+                eos_ids=None, shortcuts: bool = True, **limits) -> bool:
     """True iff some filling of the holes of ``tokens`` makes a valid canvas (module docstring).
 
     Args:
@@ -88,6 +90,8 @@ def completable(compiled, tokens, *, mask_token_id: int, state=None, final: bool
         final: False: a prefix of a sentence; True: a whole sentence.
         eos_ids: the ids that count as EOS (default: the vocabulary's EOS ids; add a model's
             pad id here when it pads with it).
+        shortcuts: False walks trailing holes too instead of the tail tests of the module
+            docstring (same answers, slower: for tests).
         limits: ``max_nodes`` (trie nodes one hole may step), ``max_items`` (chart items),
             ``max_configs`` (matcher forks of the generic search); see :data:`DEFAULT_LIMITS`.
     Raises:
@@ -102,10 +106,10 @@ def completable(compiled, tokens, *, mask_token_id: int, state=None, final: bool
     vocab = compiled.vocab
     canvas = Canvas(tokens, mask_token_id, vocab.eos_ids if eos_ids is None else eos_ids)
     reader = _reader(compiled, state, lim)
-    return scan(reader, canvas, final)
+    return scan(reader, canvas, final, shortcuts=shortcuts)
 
 
-def scan(reader, canvas: Canvas, final: bool, start: int = 0) -> bool:
+def scan(reader, canvas: Canvas, final: bool, start: int = 0, shortcuts: bool = True) -> bool:
     """Walk ``canvas`` from position ``start`` with ``reader`` (a point set: ``alive``,
     ``accepting``, ``step_token``, ``step_hole``, ``free_tail``) and decide completability."""
     ids, hole, eos = canvas.ids, canvas.hole, canvas.eos
@@ -118,7 +122,7 @@ def scan(reader, canvas: Canvas, final: bool, start: int = 0) -> bool:
         if hole[i]:
             if canvas.tail_free[i + 1] and reader.accepting():
                 return True  # EOS here and in every later position
-            if not final and canvas.tail_holes[i] and reader.free_tail():
+            if shortcuts and canvas.tail_holes[i] and (reader.free_tail() if not final else reader.fits(n - i)):
                 return True
             if not reader.step_hole():
                 return False
@@ -182,6 +186,9 @@ class _RegularSet:
     def free_tail(self):
         return True  # token-dead states are pruned: a live state takes a token or EOS
 
+    def fits(self, k):
+        return False  # (the state sets walk the remaining holes exactly, and cheaply)
+
     def step_token(self, t):
         nxt = {self.tdfa.next_state(int(q), t) for q in self.states.tolist()}
         nxt.discard(-1)
@@ -242,6 +249,11 @@ class _GrammarChart:
     def free_tail(self):
         return self.bytes_covered
 
+    def fits(self, k):
+        """Some sentence follows within ``k`` tokens (a sufficient test: the shortest completion
+        in bytes, one single-byte token each)."""
+        return self.bytes_covered and self.chart.min_bytes() <= k
+
     def step_token(self, t):
         v = self.vocab
         if not 0 <= t < v.logits_width or not v.is_normal[t]:
@@ -268,6 +280,9 @@ class _Forks:
         return any(m.is_accepting() for m in self.ms)
 
     def free_tail(self):
+        return False
+
+    def fits(self, k):
         return False
 
     def step_token(self, t):

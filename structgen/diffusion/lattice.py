@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .. import caching
 from ..cfg import earley
 from ..errors import LimitExceeded
 
@@ -38,6 +39,7 @@ TABLE_FULL = 5      # the table of joined sets
 ENC_FULL = 6        # the encoding buffer (one set's items)
 WORK_LIMIT = 7      # more trie nodes than the caller allows
 
+_SHORTEST = caching.LRU(64, name="diffusion.shortest")  # engine -> (minrest, lexdist)
 _SELF = np.int64(0x7FFFFFFF)  # origin code of an item begun in its own set (other origins are < 2**30)
 
 
@@ -279,6 +281,21 @@ class Chart:
         self.fbuf = np.empty((2, self.fcap, 2), np.int32)
         self.comp = np.empty((2 * self.comp.shape[0], 2), np.int32)
 
+    def min_bytes(self) -> int:
+        """The fewest bytes after which this point can be a complete sentence (a large number
+        when it never can): :func:`min_completion`."""
+        tb = self.engine.tables
+        key = self.engine
+        hit = _SHORTEST.get(key)
+        if hit is None:
+            lexdist = _lexer_distances(tb.trans, tb.gacc)
+            minrest = _rest_lengths(tb.NN, tb.dr_next, tb.dr_lhs, tb.nt_ptr, tb.nt_dr0, tb.tstart, lexdist)
+            hit = (minrest, lexdist)
+            _SHORTEST.put(key, hit)
+        minrest, lexdist = hit
+        return int(min_completion(self.items, self.set_off, self.n_sets, self.front, self.front.shape[0], self.acc,
+                                  tb.NN, tb.dr_next, tb.dr_lhs, tb.start_nt, tb.gterm, minrest, lexdist))
+
     @property
     def alive(self) -> bool:
         return self.acc or self.front.shape[0] > 0
@@ -361,3 +378,126 @@ class Chart:
             self.fbuf = np.empty((2, self.fcap, 2), np.int32)
         self._reserve(int(self.set_off[self.n_sets]) + 1024, self.n_sets + 64)
         return True
+
+
+# ---------------------------------------------------------------------------- shortest completions
+_INF = np.int64(1) << 40
+
+
+@njit(cache=True, nogil=True)
+def _lexer_distances(trans, gacc):
+    """Per lexer state the fewest bytes to an accepting state (``_INF``: none), by a backward BFS."""
+    S = trans.shape[0]
+    cnt = np.zeros(S + 1, np.int64)
+    for s in range(S):
+        for b in range(256):
+            t = trans[s, b]
+            if t >= 0:
+                cnt[t + 1] += 1
+    for s in range(S):
+        cnt[s + 1] += cnt[s]
+    pred = np.empty(cnt[S], np.int64)
+    fill = cnt[:S].copy()
+    for s in range(S):
+        for b in range(256):
+            t = trans[s, b]
+            if t >= 0:
+                pred[fill[t]] = s
+                fill[t] += 1
+    dist = np.full(S, _INF, np.int64)
+    queue = np.empty(S, np.int64)
+    qh, qt = 0, 0
+    for s in range(S):
+        if gacc[s]:
+            dist[s] = 0
+            queue[qt] = s
+            qt += 1
+    while qh < qt:
+        t = queue[qh]
+        qh += 1
+        for k in range(cnt[t], cnt[t + 1]):
+            s = pred[k]
+            if dist[s] == _INF:
+                dist[s] = dist[t] + 1
+                queue[qt] = s
+                qt += 1
+    return dist
+
+
+@njit(cache=True, nogil=True)
+def _rest_lengths(NN, dr_next, dr_lhs, nt_ptr, nt_dr0, tstart, lexdist):
+    """``minrest[d]``: the fewest bytes the symbols from dotted rule ``d`` to its end derive
+    (terminals: their shortest lexeme; nonterminals: the least fixpoint)."""
+    D = dr_next.shape[0]
+    minlen = np.full(NN, _INF, np.int64)
+    minrest = np.zeros(D, np.int64)
+    changed = True
+    while changed:
+        changed = False
+        for d in range(D - 1, -1, -1):
+            x = dr_next[d]
+            if x < 0:
+                minrest[d] = 0
+                continue
+            v = lexdist[tstart[x - NN]] if x >= NN else minlen[x]
+            r = v + minrest[d + 1]
+            minrest[d] = r if r < _INF else _INF
+        for a in range(NN):
+            for r in range(nt_ptr[a], nt_ptr[a + 1]):
+                v = minrest[nt_dr0[r]]
+                if v < minlen[a]:
+                    minlen[a] = v
+                    changed = True
+    return minrest
+
+
+@njit(cache=True, nogil=True)
+def min_completion(items, set_off, n_sets, front, nf, acc, NN, dr_next, dr_lhs, start_nt, gterm, minrest, lexdist):
+    """The fewest bytes after which the point can be a complete sentence (``_INF``: never).
+
+    Per item ``p = (d, o)`` of the chart, ``cost[p]``: the bytes to a sentence once the symbol
+    after its dot is read -- the shortest yield of the rest of its rule, then the cost of its
+    left-hand side completing from ``o`` (the least over the items of set ``o`` waiting for it;
+    nothing for the start symbol from set 0).  Sets are solved in order (origins point
+    backwards), each to its own fixpoint (items predicted in the same set)."""
+    if acc:
+        return 0
+    n_items = set_off[n_sets]
+    cost = np.full(n_items, _INF, np.int64)
+    for k in range(n_sets):
+        lo, hi = set_off[k], set_off[k + 1]
+        changed = True
+        while changed:
+            changed = False
+            for p in range(lo, hi):
+                d = items[p, 0]
+                if dr_next[d] < 0:
+                    continue
+                o = items[p, 1]
+                a = dr_lhs[d]
+                done = minrest[d + 1]
+                if done >= _INF:
+                    continue
+                if a == start_nt and o == 0:
+                    c = done
+                else:
+                    best = _INF
+                    for q in range(set_off[o], set_off[o + 1]):
+                        if dr_next[items[q, 0]] == a and cost[q] < best:
+                            best = cost[q]
+                    c = done + best if best < _INF else _INF
+                if c < cost[p]:
+                    cost[p] = c
+                    changed = True
+    best = _INF
+    for q in range(nf):
+        g = front[q, 0]
+        j = front[q, 1]
+        sym = NN + gterm[g]
+        ld = lexdist[g]
+        if ld >= _INF:
+            continue
+        for p in range(set_off[j], set_off[j + 1]):
+            if dr_next[items[p, 0]] == sym and cost[p] < _INF and ld + cost[p] < best:
+                best = ld + cost[p]
+    return best
