@@ -1,0 +1,384 @@
+"""Lookahead: the propose / look ahead / verify acceptance engine of ``method="lookahead"``.
+
+After LAVE (Zhang et al., arXiv 2602.00612) with an exact fallback (Mündler et al., arXiv
+2508.10111).  A masked diffusion model proposes a token ``t`` at the most confident hole ``j``
+of the current block.  The proposal is kept only if the whole canvas with ``t`` at ``j`` can
+still become a valid output:
+
+1. *Beam*: the holes from the committed prefix up to the last fixed position are filled by a
+   beam over the model's current per-position log-probs, each beam expanding only tokens its
+   matcher allows (one :func:`~structgen.fill_bitmasks` call per hole for all beams, top
+   ``beam_width`` allowed tokens each, the ``beam_width`` best kept); fixed tokens are checked
+   by the matchers.  A surviving beam whose tail (the holes after the last fixed position) is
+   completable (:func:`~.completable.completable` from the beam's matcher) proves the
+   proposal valid, and its filling is cached as a *verified completion*.
+2. *Exact*: if no beam survives, :func:`~.completable.completable` decides.  A passed work
+   bound (:class:`~structgen.errors.LimitExceeded`) counts as a rejection: nothing is
+   committed on a guess.
+
+A rejected token gets ``-inf`` at its position for the rest of the generation (a canvas with
+more tokens has fewer completions, so a rejection never becomes wrong) and the model's next
+best proposal is tried.  After ``tau`` rejections in a row, *recovery*: the cached verified
+completion is committed, and the rest of the block is finished left to right, each hole
+taking its most likely token among those that keep the canvas completable.
+
+Invariant: the canvas is completable after every commit (every accepted token has a witness
+or the exact check's proof), so generation never reaches a dead end.  At the prefix
+position the matcher's own mask filters proposals first (an invalid next token is never
+proposed).  ``final=True`` asks for a whole sentence within the canvas (EOS rules of
+:mod:`.completable`), ``final=False`` for a prefix.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from ..errors import LimitExceeded, StructgenError
+from ..kernels.bitmask import bitmask_to_ids
+from ..runtime.batch import fill_bitmasks
+from .completable import completable
+
+__all__ = ["Lookahead", "LookaheadStats"]
+
+
+class LookaheadStats:
+    """Counters of one :class:`Lookahead`: ``proposals``, ``rejections``, ``beam_successes``,
+    ``exact_checks`` (with ``exact_seconds``, one entry per check, and ``exact_limits``: checks
+    that passed a bound and were counted as rejections), ``recoveries``, ``commits`` (tokens
+    written by the engine), ``beam_seconds``."""
+
+    __slots__ = ("proposals", "rejections", "beam_successes", "exact_checks", "exact_seconds", "exact_limits",
+                 "recoveries", "commits", "beam_seconds")
+
+    def __init__(self):
+        self.proposals = self.rejections = self.beam_successes = 0
+        self.exact_checks = self.exact_limits = self.recoveries = self.commits = 0
+        self.exact_seconds: list = []
+        self.beam_seconds = 0.0
+
+    def as_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__slots__}
+        d["exact_seconds"] = list(self.exact_seconds)
+        return d
+
+    def merge(self, other: "LookaheadStats") -> None:
+        for k in self.__slots__:
+            if k == "exact_seconds":
+                self.exact_seconds.extend(other.exact_seconds)
+            else:
+                setattr(self, k, getattr(self, k) + getattr(other, k))
+
+    def __repr__(self) -> str:
+        return "LookaheadStats(" + ", ".join(f"{k}={getattr(self, k)}" for k in self.__slots__
+                                             if k != "exact_seconds") + f", exact_checks_timed={len(self.exact_seconds)})"
+
+
+class Lookahead:
+    """The acceptance engine for one sequence's canvas (see the module docstring).
+
+    Args:
+        compiled: a :class:`~structgen.CompiledGrammar`.
+        mask_token_id: the hole id of the canvas.
+        eos_ids: the ids that end the output (default: the vocabulary's EOS ids).  When a hole
+            is filled with EOS the id written is ``eos_ids[0]``.
+        beam_width: beams kept and allowed tokens tried per beam and hole (0: no beam, every
+            check is exact).
+        tau: rejections in a row before recovery.
+        final: True: the canvas must become a whole sentence; False: a prefix.
+        state: where the canvas starts (None, or a matcher of ``compiled``; it is forked).
+        limits: work bounds of the exact check (see :func:`~.completable.completable`).
+        on_commit: called as ``on_commit(canvas)`` after every commit (tests check the invariant).
+    """
+
+    def __init__(self, compiled, mask_token_id: int, eos_ids=None, *, beam_width: int = 5, tau: int = 5,
+                 final: bool = True, state=None, limits: dict | None = None, on_commit=None):
+        self.compiled = compiled
+        self.mask = int(mask_token_id)
+        v = compiled.vocab
+        self.eos_ids = [int(e) for e in (v.eos_ids if eos_ids is None else eos_ids)]
+        if not self.eos_ids and final:
+            raise StructgenError("final=True needs an EOS id to pad the canvas with")
+        self._eos = set(self.eos_ids)
+        self._eos_arr = np.asarray(self.eos_ids, np.int64)
+        self._vocab_eos = np.asarray(v.eos_ids, np.int64)
+        self.beam_width = int(beam_width)
+        self.tau = int(tau)
+        self.final = bool(final)
+        self.limits = dict(limits or {})
+        self.on_commit = on_commit
+        self.stats = LookaheadStats()
+        self._start = compiled.matcher() if state is None else state.fork()
+        self.reset()
+
+    # ------------------------------------------------------------------ state
+    def reset(self) -> None:
+        """Forget the canvas (bans, cache, prefix): the next ``step`` starts afresh."""
+        self.matcher = self._start.fork()
+        self.prefix = 0          # canvas[:prefix] is fixed and read by self.matcher
+        self._prefix_ids = []
+        self.bans: dict = {}     # position -> set of rejected tokens
+        self.cache = None        # {position: token}: a verified filling of the current canvas
+        self._streak = 0
+
+    def _sync(self, canvas: np.ndarray) -> None:
+        """Advance the prefix matcher over the fixed tokens that now lead the canvas."""
+        if self._prefix_ids and (self.prefix > canvas.shape[0]
+                                 or canvas[:self.prefix].tolist() != self._prefix_ids):
+            self.matcher = self._start.fork()  # the caller changed the canvas under us: replay
+            self.prefix, self._prefix_ids = 0, []
+        n = canvas.shape[0]
+        while self.prefix < n and canvas[self.prefix] != self.mask:
+            t = int(canvas[self.prefix])
+            if self.matcher.is_terminated():
+                if t not in self._eos:
+                    raise StructgenError(f"position {self.prefix}: token {t} after the end of the output")
+            elif not self.matcher.advance(self._matcher_eos(t)):
+                raise StructgenError(f"position {self.prefix}: token {t} is not allowed by the constraint")
+            self._prefix_ids.append(t)
+            self.prefix += 1
+
+    def _matcher_eos(self, t: int) -> int:
+        """A model EOS id the matcher may not know (a pad id) as one it knows."""
+        if t in self._eos and self._vocab_eos.size and t not in set(self._vocab_eos.tolist()):
+            return int(self._vocab_eos[0])
+        return t
+
+    # ------------------------------------------------------------------ checks
+    def _last_fixed(self, canvas: np.ndarray) -> int:
+        fixed = np.flatnonzero(canvas[self.prefix:] != self.mask)
+        return self.prefix + int(fixed[-1]) if fixed.size else self.prefix - 1
+
+    def _tail_ok(self, m, k: int) -> bool:
+        if k == 0 or m.is_terminated():
+            return (m.is_terminated() or m.is_accepting()) if self.final else True
+        return completable(self.compiled, [self.mask] * k, mask_token_id=self.mask, state=m, final=self.final,
+                           eos_ids=self.eos_ids, **self.limits)
+
+    def beam(self, canvas: np.ndarray, lp: np.ndarray, width: int | None = None):
+        """A verified filling ``{position: token}`` of the holes before the last fixed position
+        of ``canvas`` (the beam of the module docstring), or None."""
+        width = self.beam_width if width is None else width
+        if width <= 0:
+            return None
+        t0 = time.perf_counter()
+        try:
+            return self._beam(canvas, lp, width)
+        finally:
+            self.stats.beam_seconds += time.perf_counter() - t0
+
+    def _beam(self, canvas, lp, width):
+        r = self._last_fixed(canvas)
+        n = canvas.shape[0]
+        beams = [(0.0, self.matcher.fork(), ())]
+        words = (self.compiled.vocab.logits_width + 31) // 32
+        bitmask = np.zeros((width, words), np.int32)
+        for p in range(self.prefix, r + 1):
+            t = int(canvas[p])
+            if t != self.mask:
+                keep = []
+                for sc, m, fill in beams:
+                    if m.is_terminated():
+                        if t in self._eos:
+                            keep.append((sc, m, fill))
+                    elif m.advance(self._matcher_eos(t)):
+                        keep.append((sc, m, fill))
+                beams = keep
+            else:
+                live = [b for b in beams if not b[1].is_terminated()]
+                out = [(sc, m, fill + ((p, self.eos_ids[0]),)) for sc, m, fill in beams if m.is_terminated()]
+                if live:
+                    fill_bitmasks([b[1] for b in live], bitmask)
+                    row = lp[p]
+                    for i, (sc, m, fill) in enumerate(live):
+                        ids = bitmask_to_ids(bitmask[i])
+                        ids = ids[ids < row.shape[0]]
+                        if ids.size == 0:
+                            continue
+                        vals = row[ids]
+                        k = min(width, ids.size)
+                        top = np.argpartition(-vals, k - 1)[:k] if ids.size > k else np.arange(ids.size)
+                        for q in top[np.argsort(-vals[top], kind="stable")].tolist():
+                            tok = int(ids[q])
+                            f = m.fork()
+                            if f.advance(tok):
+                                out.append((sc + float(vals[q]), f, fill + ((p, tok),)))
+                out.sort(key=lambda b: -b[0])
+                beams = out[:width]
+            if not beams:
+                return None
+        for sc, m, fill in beams:
+            try:
+                if self._tail_ok(m, n - r - 1):
+                    return dict(fill)
+            except LimitExceeded:
+                continue
+        return None
+
+    def exact(self, canvas: np.ndarray) -> bool:
+        """:func:`completable` of the canvas from the committed prefix (False past a bound)."""
+        self.stats.exact_checks += 1
+        t0 = time.perf_counter()
+        try:
+            return completable(self.compiled, canvas[self.prefix:], mask_token_id=self.mask, state=self.matcher,
+                               final=self.final, eos_ids=self.eos_ids, **self.limits)
+        except LimitExceeded:
+            self.stats.exact_limits += 1
+            return False
+        finally:
+            self.stats.exact_seconds.append(time.perf_counter() - t0)
+
+    def check(self, canvas: np.ndarray, j: int, t: int, lp: np.ndarray) -> bool:
+        """Whether ``t`` at hole ``j`` keeps ``canvas`` completable (beam, then exact); on a
+        beam success the verified filling becomes the cache."""
+        trial = canvas.copy()
+        trial[j] = t
+        fill = self.beam(trial, lp)
+        if fill is not None:
+            self.stats.beam_successes += 1
+            self.cache = fill
+            return True
+        if self.exact(trial):
+            self.cache = None  # (no witness)
+            return True
+        return False
+
+    # ------------------------------------------------------------------ commits
+    def _commit(self, canvas: np.ndarray, j: int, t: int) -> None:
+        canvas[j] = t
+        self.stats.commits += 1
+        if self.cache is not None:
+            if self.cache.get(j, t) != t:
+                self.cache = None
+            else:
+                self.cache.pop(j, None)
+        if t in self._eos:  # EOS rules: every later position is EOS
+            later = np.flatnonzero(canvas[j + 1:] == self.mask) + j + 1
+            canvas[later] = self.eos_ids[0]
+            self.stats.commits += int(later.size)
+        self._sync(canvas)
+        if self.on_commit is not None:
+            self.on_commit(canvas)
+
+    def _propose(self, canvas, lp, lo, hi):
+        """``(j, t)``: the most confident hole of ``[lo, hi)`` and its best token not banned
+        (None when every hole's row is all ``-inf``)."""
+        best, bj, bt = -np.inf, -1, -1
+        for j in np.flatnonzero(canvas[lo:hi] == self.mask).tolist():
+            j += lo
+            row = lp[j]
+            banned = self.bans.get(j)
+            if j == self.prefix or banned:
+                row = row.copy()
+                if j == self.prefix:  # the next token: the matcher's mask first
+                    allowed = self.matcher.allowed_tokens()
+                    keep = np.full(row.shape[0], -np.inf, row.dtype)
+                    ok = allowed[allowed < row.shape[0]]
+                    keep[ok] = row[ok]
+                    if self.matcher.is_accepting() or self.matcher.is_terminated():
+                        e = self._eos_arr[self._eos_arr < row.shape[0]]
+                        keep[e] = row[e]
+                    row = keep
+                if banned:
+                    row[list(banned)] = -np.inf
+            t = int(np.argmax(row))
+            if row[t] > best:
+                best, bj, bt = float(row[t]), j, t
+        return None if bj < 0 else (bj, bt)
+
+    def step(self, canvas, log_probs, block_range, n: int = 1):
+        """Unmask up to ``n`` holes of ``block_range = (lo, hi)`` and return the new canvas.
+
+        ``canvas``: ``[L]`` ids (list, numpy or tensor; not modified); ``log_probs``: ``[L, V]``
+        natural-log probabilities from the model for this canvas (numpy or tensor; the
+        positions outside holes are not read).  Each unmasking proposes, checks and commits or
+        rejects as in the module docstring; ``tau`` rejections in a row trigger recovery,
+        which finishes the whole block.  Returns a numpy int64 array (the type of ``canvas``
+        is not kept)."""
+        c = _ids(canvas)
+        lp = _rows(log_probs)
+        lo, hi = int(block_range[0]), int(block_range[1])
+        self._sync(c)
+        done = 0
+        while done < n and bool((c[lo:hi] == self.mask).any()):
+            prop = self._propose(c, lp, lo, hi)
+            if prop is None:
+                self.recover(c, lp, (lo, hi))
+                break
+            j, t = prop
+            self.stats.proposals += 1
+            if self.check(c, j, t, lp):
+                self._streak = 0
+                self._commit(c, j, t)
+                done += 1
+                continue
+            self.stats.rejections += 1
+            self.bans.setdefault(j, set()).add(t)
+            self._streak += 1
+            if self._streak >= self.tau:
+                self.recover(c, lp, (lo, hi))
+                break
+        return c
+
+    def finish_block(self, canvas, log_probs, block_range):
+        """Fill every hole of the block left to right (the end of a block's schedule)."""
+        c = _ids(canvas)
+        self._sync(c)
+        self._left_to_right(c, _rows(log_probs), int(block_range[0]), int(block_range[1]))
+        return c
+
+    def recover(self, canvas: np.ndarray, lp: np.ndarray, block_range) -> None:
+        """Commit the cached verified completion inside the block, then finish the block left to
+        right (in place)."""
+        lo, hi = int(block_range[0]), int(block_range[1])
+        self.stats.recoveries += 1
+        self._streak = 0
+        if self.cache is not None:
+            for p in sorted(self.cache):
+                if lo <= p < hi and canvas[p] == self.mask and self.cache is not None:
+                    self._commit(canvas, p, self.cache[p])
+        self._left_to_right(canvas, lp, lo, hi)
+
+    def _left_to_right(self, canvas, lp, lo, hi):
+        for p in range(min(lo, self.prefix), min(hi, canvas.shape[0])):
+            if canvas[p] != self.mask:
+                continue
+            if p != self.prefix:  # holes before p inside the block are filled: p is the prefix end
+                raise AssertionError("internal error: left-to-right filling out of order")
+            if self.cache is not None and p in self.cache:
+                self._commit(canvas, p, self.cache[p])
+                continue
+            self._commit(canvas, p, self._best_valid(canvas, lp, p))
+
+    def _best_valid(self, canvas, lp, p) -> int:
+        """The most likely token at the prefix hole ``p`` that keeps the canvas completable."""
+        m = self.matcher
+        if m.is_terminated():
+            return self.eos_ids[0]
+        allowed = m.allowed_tokens()
+        row = lp[p]
+        allowed = allowed[allowed < row.shape[0]]
+        if m.is_accepting():
+            allowed = np.union1d(allowed, self._eos_arr[self._eos_arr < row.shape[0]])
+        banned = self.bans.get(p, ())
+        order = allowed[np.argsort(-row[allowed], kind="stable")]
+        for t in order.tolist():
+            if t in banned:
+                continue
+            if self.check(canvas, p, t, lp):
+                return t
+            self.bans.setdefault(p, set()).add(t)
+        raise StructgenError(f"position {p}: no token keeps the output completable (a work bound passed?)")
+
+
+def _ids(canvas) -> np.ndarray:
+    if isinstance(canvas, torch.Tensor):
+        return canvas.detach().to("cpu", torch.int64).numpy().copy()
+    return np.array(canvas, dtype=np.int64, copy=True)
+
+
+def _rows(log_probs) -> np.ndarray:
+    if isinstance(log_probs, torch.Tensor):
+        return log_probs.detach().to("cpu", torch.float32).numpy()
+    return np.asarray(log_probs, dtype=np.float32)
