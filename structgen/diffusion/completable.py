@@ -47,7 +47,8 @@ from .lattice import Chart
 __all__ = ["completable", "Canvas", "DEFAULT_LIMITS"]
 
 #: default work bounds of :func:`completable` (each a keyword argument of it)
-DEFAULT_LIMITS = {"max_nodes": 5_000_000, "max_items": 20_000_000, "max_configs": 20_000}
+DEFAULT_LIMITS = {"max_nodes": 5_000_000, "max_total_nodes": 50_000_000, "max_items": 20_000_000,
+                  "max_configs": 20_000}
 
 _SUCC = caching.LRU(1 << 16, name="diffusion.successors")     # (TokenDFA, state) -> successor states
 _BYTES_COVERED = caching.LRU(64, name="diffusion.single_bytes")  # vocabulary fingerprint -> bool
@@ -92,7 +93,8 @@ def completable(compiled, tokens, *, mask_token_id: int, state=None, final: bool
             pad id here when it pads with it).
         shortcuts: False walks trailing holes too instead of the tail tests of the module
             docstring (same answers, slower: for tests).
-        limits: ``max_nodes`` (trie nodes one hole may step), ``max_items`` (chart items),
+        limits: ``max_nodes`` (trie nodes one hole may step), ``max_total_nodes`` (all holes
+            together), ``max_items`` (chart items),
             ``max_configs`` (matcher forks of the generic search); see :data:`DEFAULT_LIMITS`.
     Raises:
         LimitExceeded: a bound was passed (the answer is unknown, never guessed).
@@ -153,7 +155,8 @@ def _reader(compiled, state, lim):
     engine = getattr(compiled, "engine", None)
     if engine is not None and not guarded:
         if state is None:
-            chart = Chart.start(engine, max_nodes=lim["max_nodes"], max_items=lim["max_items"])
+            chart = Chart.start(engine, max_nodes=lim["max_nodes"], max_items=lim["max_items"],
+                                max_total_nodes=lim["max_total_nodes"])
         else:
             get = getattr(state, "chart_state", None)
             if get is None or getattr(state, "engine", None) is not engine:
@@ -162,7 +165,7 @@ def _reader(compiled, state, lim):
             if terminated:
                 return None
             chart = Chart(engine, items, set_off, n_sets, front, acc, max_nodes=lim["max_nodes"],
-                          max_items=lim["max_items"])
+                          max_items=lim["max_items"], max_total_nodes=lim["max_total_nodes"])
         return _GrammarChart(chart, _single_bytes_covered(compiled.vocab))
     m = compiled.matcher() if state is None else state.fork()
     if m.is_terminated():

@@ -219,10 +219,12 @@ class Chart:
 
     ``step_bytes`` reads fixed bytes (a token of the canvas), ``step_hole`` one hole.  Both
     return False when nothing survives (the point is then unchanged).  ``max_nodes`` bounds
-    the trie nodes one hole may step, ``max_items`` the chart; past them
+    the trie nodes one hole may step, ``max_total_nodes`` those of all holes, ``max_items`` the
+    chart; past them
     :class:`~structgen.errors.LimitExceeded`."""
 
-    def __init__(self, engine, items, set_off, n_sets, front, acc, *, max_nodes: int, max_items: int):
+    def __init__(self, engine, items, set_off, n_sets, front, acc, *, max_nodes: int, max_items: int,
+                 max_total_nodes: int | None = None):
         self.engine = engine
         self.ga = tuple(engine.grammar_arrays)
         tb = engine.tables
@@ -233,6 +235,7 @@ class Chart:
         self.acc = bool(acc)
         self.max_nodes = int(max_nodes)
         self.max_items = int(max_items)
+        self.max_total_nodes = None if max_total_nodes is None else int(max_total_nodes)
         self.mark = np.zeros(2 * max(tb.n_dr, 1), np.int64)
         self.stamp = np.zeros(2, np.int64)
         self.comp = np.empty((256, 2), np.int32)
@@ -346,6 +349,8 @@ class Chart:
             skeys = np.full(_pow2(2 * table_n), -1, np.int64)
             svals = np.zeros(skeys.shape[0], np.int64)
             budget = self.max_nodes
+            if self.max_total_nodes is not None:
+                budget = min(budget, self.max_total_nodes - self.nodes)
             st, out_ns, out_nf, acc, nodes = hole_walk(
                 self.items, self.set_off, self.n_sets, self.front, self.front.shape[0], fst, self.comp, *self.ga,
                 self.mark, self.stamp, trie.node_byte, trie.node_depth, trie.node_end, trie.tok_ptr,
@@ -353,6 +358,9 @@ class Chart:
             if st == OK:
                 break
             if st == WORK_LIMIT:
+                if budget < self.max_nodes:
+                    raise LimitExceeded(f"the holes' token walks passed {self.max_total_nodes} trie nodes",
+                                        "max_total_nodes", self.max_total_nodes)
                 raise LimitExceeded(f"a hole's token walk passed {budget} trie nodes", "max_nodes", budget)
             if st == WORK_FULL:
                 self._grow_work()

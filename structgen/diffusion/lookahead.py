@@ -90,10 +90,14 @@ class Lookahead:
         state: where the canvas starts (None, or a matcher of ``compiled``; it is forked).
         limits: work bounds of the exact check (see :func:`~.completable.completable`).
         on_commit: called as ``on_commit(canvas)`` after every commit (tests check the invariant).
+        tail_nodes: trie nodes the beam's tail check may walk (see :meth:`_tail_ok`).
+        first_tries: in left-to-right filling, how many most likely tokens are tried by the beam's
+            check before the single-byte tokens and the exact checks.
     """
 
     def __init__(self, compiled, mask_token_id: int, eos_ids=None, *, beam_width: int = 5, tau: int = 5,
-                 final: bool = True, state=None, limits: dict | None = None, on_commit=None):
+                 final: bool = True, state=None, limits: dict | None = None, on_commit=None,
+                 tail_nodes: int = 300_000, first_tries: int = 8):
         self.compiled = compiled
         self.mask = int(mask_token_id)
         v = compiled.vocab
@@ -108,6 +112,8 @@ class Lookahead:
         self.final = bool(final)
         self.limits = dict(limits or {})
         self.on_commit = on_commit
+        self.tail_nodes = int(tail_nodes)
+        self.first_tries = int(first_tries)
         self.stats = LookaheadStats()
         self._start = compiled.matcher() if state is None else state.fork()
         self.reset()
@@ -151,10 +157,18 @@ class Lookahead:
         return self.prefix + int(fixed[-1]) if fixed.size else self.prefix - 1
 
     def _tail_ok(self, m, k: int) -> bool:
+        """The ``k`` holes after the beam's last fixed position can end the output.  The tail
+        tests of :func:`completable` decide most tails at once; walking the holes is bounded by
+        ``tail_nodes`` trie nodes (past it: not verified, the beam fails)."""
         if k == 0 or m.is_terminated():
             return (m.is_terminated() or m.is_accepting()) if self.final else True
-        return completable(self.compiled, [self.mask] * k, mask_token_id=self.mask, state=m, final=self.final,
-                           eos_ids=self.eos_ids, **self.limits)
+        lim = dict(self.limits)
+        lim["max_total_nodes"] = min(lim.get("max_total_nodes", self.tail_nodes), self.tail_nodes)
+        try:
+            return completable(self.compiled, [self.mask] * k, mask_token_id=self.mask, state=m, final=self.final,
+                               eos_ids=self.eos_ids, **lim)
+        except LimitExceeded:
+            return False
 
     def beam(self, canvas: np.ndarray, lp: np.ndarray, width: int | None = None):
         """A verified filling ``{position: token}`` of the holes before the last fixed position
@@ -209,11 +223,8 @@ class Lookahead:
             if not beams:
                 return None
         for sc, m, fill in beams:
-            try:
-                if self._tail_ok(m, n - r - 1):
-                    return dict(fill)
-            except LimitExceeded:
-                continue
+            if self._tail_ok(m, n - r - 1):
+                return dict(fill)
         return None
 
     def exact(self, canvas: np.ndarray) -> bool:
@@ -229,17 +240,17 @@ class Lookahead:
         finally:
             self.stats.exact_seconds.append(time.perf_counter() - t0)
 
-    def check(self, canvas: np.ndarray, j: int, t: int, lp: np.ndarray) -> bool:
-        """Whether ``t`` at hole ``j`` keeps ``canvas`` completable (beam, then exact); on a
-        beam success the verified filling becomes the cache."""
+    def check(self, canvas: np.ndarray, j: int, t: int, lp: np.ndarray, exact: bool = True) -> bool:
+        """Whether ``t`` at hole ``j`` keeps ``canvas`` completable (beam, then exact unless
+        ``exact`` is False); on a beam success the verified filling becomes the cache."""
         trial = canvas.copy()
         trial[j] = t
-        fill = self.beam(trial, lp)
+        fill = self.beam(trial, lp, max(self.beam_width, 1) if not exact else None)
         if fill is not None:
             self.stats.beam_successes += 1
             self.cache = fill
             return True
-        if self.exact(trial):
+        if exact and self.exact(trial):
             self.cache = None  # (no witness)
             return True
         return False
@@ -352,7 +363,10 @@ class Lookahead:
             self._commit(canvas, p, self._best_valid(canvas, lp, p))
 
     def _best_valid(self, canvas, lp, p) -> int:
-        """The most likely token at the prefix hole ``p`` that keeps the canvas completable."""
+        """A likely token at the prefix hole ``p`` that keeps the canvas completable: the best
+        few allowed tokens by the beam's check alone, then the allowed single-byte tokens (the
+        first byte of a shortest completion is one of them whenever the tail test holds), then
+        every allowed token by the full check, most likely first."""
         m = self.matcher
         if m.is_terminated():
             return self.eos_ids[0]
@@ -361,14 +375,23 @@ class Lookahead:
         allowed = allowed[allowed < row.shape[0]]
         if m.is_accepting():
             allowed = np.union1d(allowed, self._eos_arr[self._eos_arr < row.shape[0]])
-        banned = self.bans.get(p, ())
+        banned = self.bans.setdefault(p, set())
         order = allowed[np.argsort(-row[allowed], kind="stable")]
-        for t in order.tolist():
-            if t in banned:
-                continue
-            if self.check(canvas, p, t, lp):
-                return t
-            self.bans.setdefault(p, set()).add(t)
+        v = self.compiled.vocab
+        lengths = np.diff(v.token_offsets)
+        short = order[(order < lengths.shape[0]) & (lengths[np.minimum(order, lengths.shape[0] - 1)] == 1)]
+        eos_first = [t for t in order.tolist() if t in self._eos][:1]
+        tried = set()
+        for tier, exact in ((order[:self.first_tries].tolist() + eos_first, False), (short.tolist(), False),
+                            (order.tolist(), True)):
+            for t in tier:
+                if t in banned or (t in tried and not exact):
+                    continue
+                tried.add(t)
+                if self.check(canvas, p, t, lp, exact=exact):
+                    return t
+                if exact:
+                    banned.add(t)
         raise StructgenError(f"position {p}: no token keeps the output completable (a work bound passed?)")
 
 
@@ -382,3 +405,72 @@ def _rows(log_probs) -> np.ndarray:
     if isinstance(log_probs, torch.Tensor):
         return log_probs.detach().to("cpu", torch.float32).numpy()
     return np.asarray(log_probs, dtype=np.float32)
+
+
+def denoise(model, compiled, prompt_ids, *, mask_token_id: int, length: int = 32, block_length: int = 8,
+            steps: int | None = None, batch_size: int = 1, eos_ids=None, beam_width: int = 5, tau: int = 5,
+            final: bool = True, limits: dict | None = None, on_commit=None, temperature: float = 0.0,
+            seed: int | None = None, constrained: bool = True):
+    """A minimal LLaDA-style masked-diffusion loop driven by :class:`Lookahead` (semi-autoregressive
+    blocks, ``steps`` denoising steps in all, an even share of unmaskings per step, the block
+    finished left to right at its last step).  ``model(input_ids=[B, P + length])`` returns logits
+    ``[B, P + length, V]`` (``.logits`` or a tensor); ``batch_size`` canvases run together.
+    ``temperature > 0`` adds Gumbel noise of that scale to the log-probs each step (the
+    proposals and the beam then sample).  ``constrained=False`` runs the same loop without the
+    constraint (most confident holes, their best tokens): the baseline.
+    Returns ``(answers [batch_size, length] int64, LookaheadStats summed, per-step seconds)``."""
+    prompt = torch.as_tensor(list(prompt_ids), dtype=torch.long)
+    P = prompt.shape[0]
+    n_blocks = -(-length // block_length)
+    steps = length if steps is None else int(steps)
+    per_block = max(1, steps // n_blocks)
+    dev = next(model.parameters()).device if isinstance(model, torch.nn.Module) else torch.device("cpu")
+    canvas = np.full((batch_size, length), int(mask_token_id), np.int64)
+    engines = [Lookahead(compiled, mask_token_id, eos_ids, beam_width=beam_width, tau=tau, final=final,
+                         limits=limits, on_commit=on_commit) for _ in range(batch_size)]
+    step_seconds = []
+    rng = np.random.default_rng(seed)
+    for b in range(n_blocks):
+        lo, hi = b * block_length, min(length, (b + 1) * block_length)
+        for s in range(per_block):
+            holes = int((canvas[:, lo:hi] == mask_token_id).sum(axis=1).max())
+            if holes == 0:
+                break
+            ids = torch.cat([prompt.expand(batch_size, P), torch.from_numpy(canvas)], dim=1).to(dev)
+            with torch.no_grad():
+                out = model(input_ids=ids)
+            logits = getattr(out, "logits", out)[:, P:].float()
+            lp = torch.log_softmax(logits, dim=-1).cpu().numpy()
+            if temperature > 0:
+                lp = lp + temperature * rng.gumbel(size=lp.shape).astype(np.float32)
+            lp[:, :, int(mask_token_id)] = -np.inf
+            t0 = time.perf_counter()
+            left = per_block - s
+            if not constrained:
+                for r in range(batch_size):
+                    k = -(-int((canvas[r, lo:hi] == mask_token_id).sum()) // left)
+                    _unconstrained(canvas[r], lp[r], lo, hi, k, int(mask_token_id))
+                step_seconds.append(time.perf_counter() - t0)
+                continue
+            for r, la in enumerate(engines):
+                if s == per_block - 1:
+                    canvas[r] = la.finish_block(canvas[r], lp[r], (lo, hi))
+                else:
+                    k = -(-int((canvas[r, lo:hi] == mask_token_id).sum()) // left)
+                    canvas[r] = la.step(canvas[r], lp[r], (lo, hi), n=k)
+            step_seconds.append(time.perf_counter() - t0)
+    stats = LookaheadStats()
+    for la in engines:
+        stats.merge(la.stats)
+    return canvas, stats, step_seconds
+
+
+def _unconstrained(row, lp, lo, hi, k, mask):
+    """Unmask the ``k`` most confident holes of ``row[lo:hi]`` with their best tokens (in place)."""
+    holes = np.flatnonzero(row[lo:hi] == mask) + lo
+    if holes.size == 0:
+        return
+    best = lp[holes].argmax(axis=1)
+    conf = lp[holes, best]
+    for i in np.argsort(-conf, kind="stable")[:k].tolist():
+        row[holes[i]] = best[i]
