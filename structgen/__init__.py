@@ -8,8 +8,8 @@ model or a grammar, by masking a language model's logits token by token.
     bm = sg.allocate_bitmask(1, vocab.logits_width)
     m.fill_bitmask(bm, 0); sg.apply_bitmask_(logits, bm)
 """
-from .errors import (BitmaskError, EmptyLanguage, GrammarError, GrammarNotFound, LimitExceeded, OptionError,
-                     RegexError, SchemaError, StructgenError, TokenError, Unsupported, VocabularyError)
+from .errors import (BitmaskError, EmptyLanguage, GenerationError, GrammarError, GrammarNotFound, LimitExceeded,
+                     OptionError, RegexError, SchemaError, StructgenError, TokenError, Unsupported, VocabularyError)
 from .vocab import Vocabulary
 from .grammar import Grammar
 from .compiler import CompiledGrammar, compile
@@ -22,7 +22,8 @@ from . import grammars
 from .caching import cache_info, clear_caches, set_cache_limits
 from .decoding.speculative import Speculative
 from .decoding.beam import beam_search
-from .api import GenerationError, GenerationResult, Generator, function, generate
+from . import diffusion
+from .api import GenerationResult, Generator, function, generate
 
 __version__ = "0.1.0"
 
@@ -34,4 +35,4 @@ __all__ = [
     "grammars", "generate", "Generator", "function", "GenerationResult", "GenerationError",
     "beam_search", "clear_caches", "cache_info", "set_cache_limits",
 ]
-__all__ += ["OptionError", "TokenError", "BitmaskError", "GrammarNotFound"]
+__all__ += ["OptionError", "TokenError", "BitmaskError", "GrammarNotFound", "diffusion"]

@@ -22,16 +22,14 @@ TypeAdapter accepts, a JSON Schema dict or JSON text), ``regex=``, ``grammar=``
 from __future__ import annotations
 
 import codecs
-import dataclasses
 import inspect
 import json
-import math
 import os
 import re
 import threading
 import time
 import typing
-from typing import Any, Callable, Iterator
+from typing import Iterator
 
 import torch
 
@@ -41,9 +39,10 @@ from .compiler import CompiledGrammar, CompileStats, slicing_of
 from .compiler import compile as _compile
 from .decoding.autoregressive import DecodeStats, Row, decode_steps
 from .decoding.options import check_generate_options
+from .decoding.result import GenerationResult, clip_text
 from .decoding.speculative import Speculative, speculative_decode_steps
-from .constraints import Constraint, constraint_from_annotation, identity, resolve_constraint, string_choices
-from .errors import OptionError, StructgenError, Unsupported
+from .constraints import Constraint, constraint_from_annotation, resolve_constraint, string_choices
+from .errors import GenerationError, OptionError, StructgenError, Unsupported
 from .grammar import Grammar
 from .index.token_dfa import TokenDFA
 from .models import load_demo, model_logits_width
@@ -51,113 +50,6 @@ from .vocab import Vocabulary
 
 __all__ = ["generate", "Generator", "GenerationResult", "GenerationError", "Constraint", "TextStream",
            "function", "constraint_from_annotation"]
-
-
-class GenerationError(StructgenError):
-    """The model's output is not a complete, valid value (typically: it reached
-    ``max_new_tokens`` first).  ``result`` is the :class:`GenerationResult`."""
-
-    def __init__(self, message: str, result: "GenerationResult | None" = None):
-        self.result = result
-        super().__init__(message)
-
-
-@dataclasses.dataclass
-class GenerationResult:
-    """One output.  ``value`` parses ``text`` for the constraint (a Pydantic instance, a
-    Python object for a JSON Schema, a string otherwise) and raises
-    :class:`GenerationError` when the output is incomplete (``max_new_tokens`` reached)."""
-
-    text: str
-    token_ids: list[int]
-    prompt: str
-    prompt_tokens: int
-    finish_reason: str            # "stop" or "length"
-    complete: bool                # the constraint accepts the output (EOS reached or allowed)
-    sampled_tokens: int
-    forced_tokens: int
-    forward_passes: int           # passes this row took part in
-    log_kept_mass: list[float]    # log Z_t per sampled step (mass the mask kept, temperature 1)
-    timings: dict                 # seconds: compile, decode (whole batch), forward, mask, sample, first_token
-    constraint: str
-    draft_forward_passes: int = 0     # speculative decoding: draft-model passes of this row
-    draft_proposed: dict = dataclasses.field(default_factory=dict)   # speculative: drafts per source
-    draft_accepted: dict = dataclasses.field(default_factory=dict)   # speculative: accepted per source
-    _parse: Callable[[str], Any] = dataclasses.field(default=identity, repr=False)
-    _value: Any = dataclasses.field(default=None, repr=False)
-    _parsed: bool = dataclasses.field(default=False, repr=False)
-
-    @property
-    def generated_tokens(self) -> int:
-        return len(self.token_ids)
-
-    @property
-    def kept_mass(self) -> list[float]:
-        """Z_t per sampled step: the share of the model's probability the mask kept."""
-        return [math.exp(z) for z in self.log_kept_mass]
-
-    @property
-    def projection_tax(self) -> float:
-        """Σ_t −log Z_t (nats): how hard the constraint pushed against the model (0 = never)."""
-        return float(-sum(self.log_kept_mass))
-
-    @property
-    def value(self):
-        if not self._parsed:
-            if not self.complete:
-                raise GenerationError(
-                    f"the output is incomplete: generation stopped at max_new_tokens after {len(self.token_ids)} "
-                    f"tokens ({self.constraint}); raise max_new_tokens. Text so far: {_clip(self.text)}", self)
-            try:
-                self._value = self._parse(self.text)
-            except Exception as e:
-                raise GenerationError(f"the output does not validate as {self.constraint}: "
-                                      f"{type(e).__name__}: {e}. Text: {_clip(self.text)}", self) from None
-            self._parsed = True
-        return self._value
-
-    @property
-    def ok(self) -> bool:
-        """True when ``value`` is available (complete and it parses)."""
-        try:
-            self.value
-        except GenerationError:
-            return False
-        return True
-
-    def to_dict(self) -> dict:
-        """A JSON-friendly summary (what the CLI prints)."""
-        d = {"text": self.text, "finish_reason": self.finish_reason, "complete": self.complete,
-             "prompt_tokens": self.prompt_tokens, "generated_tokens": self.generated_tokens,
-             "sampled_tokens": self.sampled_tokens, "forced_tokens": self.forced_tokens,
-             "forward_passes": self.forward_passes, "projection_tax": round(self.projection_tax, 4),
-             **({"draft_proposed": self.draft_proposed, "draft_accepted": self.draft_accepted,
-                 "draft_forward_passes": self.draft_forward_passes} if self.draft_proposed else {}),
-             "timings": {k: (round(v, 4) if isinstance(v, float) else v) for k, v in self.timings.items()},
-             "constraint": self.constraint}
-        try:
-            v = self.value
-            d["value"] = v.model_dump(mode="json") if hasattr(v, "model_dump") else _jsonable(v)
-        except GenerationError as e:
-            d["value"] = None
-            d["error"] = str(e)
-        return d
-
-    def __str__(self) -> str:
-        return self.text
-
-
-def _jsonable(v):
-    try:
-        from pydantic import TypeAdapter
-
-        return TypeAdapter(type(v)).dump_python(v, mode="json")
-    except Exception:
-        return v
-
-
-def _clip(text: str, n: int = 200) -> str:
-    return repr(text if len(text) <= n else text[:n] + "...")
 
 
 # ----------------------------------------------------------------------------- prompts
@@ -614,7 +506,7 @@ def function(fn=None, *, model=None, tokenizer=None, generator: Generator | None
         if not result.complete:
             raise GenerationError(f"{fn.__qualname__}(): the model reached max_new_tokens={max_new_tokens} before "
                                   f"finishing a {constraint.description}; raise max_new_tokens. "
-                                  f"Text so far: {_clip(result.text)}", result)
+                                  f"Text so far: {clip_text(result.text)}", result)
         return result.value
 
     wrapper.__name__ = fn.__name__

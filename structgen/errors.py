@@ -97,6 +97,17 @@ class LimitExceeded(StructgenError):
         return out
 
 
+class GenerationError(StructgenError):
+    """The output is not a complete, valid value (typically: generation reached
+    ``max_new_tokens`` first), or no output can satisfy the constraint under the
+    probabilities given (a diffusion block with no valid filling).  ``result`` is the
+    ``GenerationResult`` when there is one."""
+
+    def __init__(self, message: str, result=None):
+        self.result = result
+        super().__init__(message)
+
+
 class OptionError(StructgenError, ValueError, TypeError):
     """An option that does not exist or whose value makes no sense (``time_limit=nan``,
     ``max_states=-5``); a ``ValueError`` and a ``TypeError`` too, as a bad argument would be."""

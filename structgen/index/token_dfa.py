@@ -212,15 +212,16 @@ class TokenDFA:
         return state >= 0 and (bool(self._accepting[state]) or bool((self._trans[state] >= 0).any()))
 
     # -- eager construction ---------------------------------------------------
-    def explore(self, max_nnz: int | None = None, batch: int = 32) -> dict:
-        """Rows of every DFA state reachable from the start by tokens:
-        ``{state: (token_ids, next_states)}`` (see :meth:`row`).
+    def explore(self, max_nnz: int | None = None, batch: int = 32, roots=None) -> dict:
+        """Rows of every DFA state reachable by tokens from the start (or from each of
+        ``roots``): ``{state: (token_ids, next_states)}`` (see :meth:`row`).
 
         States are walked ``batch`` at a time in one pass over the trie.
         """
         rows = {}
-        todo = deque([self.start])
-        seen = {self.start}
+        starts = [self.start] if roots is None else sorted({int(r) for r in roots})
+        todo = deque(starts)
+        seen = set(starts)
         nnz = 0
         while todo:
             group = [todo.popleft() for _ in range(min(batch, len(todo)))]
