@@ -4,6 +4,8 @@ add up.  Random per-position distributions stand in for the model (its proposals
 invalid, so rejections, exact checks and recoveries all happen)."""
 from __future__ import annotations
 
+import zlib
+
 import lark
 import numpy as np
 import pytest
@@ -68,7 +70,7 @@ def test_grammar_outputs_valid_and_invariant(name, beam_width):
     text, toks = CASES[name]
     cg, eos, M = _setup(toks, sg.Grammar.from_lark(text))
     parser = lark.Lark(text, parser="earley", lexer="dynamic_complete")
-    rng = np.random.default_rng(hash((name, beam_width)) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(f"{name}{beam_width}".encode()))
     total = None
     for _ in range(8):
         canvas, la, seen = _run(cg, M, 10, 4, rng, beam_width=beam_width, tau=3)
@@ -78,8 +80,7 @@ def test_grammar_outputs_valid_and_invariant(name, beam_width):
         s = la.stats
         assert s.commits == 10 and 1 <= len(seen) <= 10  # every position written once (EOS padding at once)
         assert s.proposals >= s.rejections
-        if beam_width == 0:
-            assert s.beam_successes == 0
+        assert s.exact_checks >= s.rejections - s.exact_skipped
         total = s if total is None else (total.merge(s) or total)
     assert total.rejections > 0 and total.exact_checks > 0 and total.recoveries > 0
     assert len(total.exact_seconds) == total.exact_checks

@@ -44,7 +44,7 @@ from ..runtime.matcher import TokenDFAMatcher
 from ..runtime.protocol import Matcher
 from .lattice import Chart
 
-__all__ = ["completable", "Canvas", "DEFAULT_LIMITS"]
+__all__ = ["completable", "tail_fits", "Canvas", "DEFAULT_LIMITS"]
 
 #: default work bounds of :func:`completable` (each a keyword argument of it)
 DEFAULT_LIMITS = {"max_nodes": 5_000_000, "max_total_nodes": 50_000_000, "max_items": 20_000_000,
@@ -109,6 +109,21 @@ def completable(compiled, tokens, *, mask_token_id: int, state=None, final: bool
     canvas = Canvas(tokens, mask_token_id, vocab.eos_ids if eos_ids is None else eos_ids)
     reader = _reader(compiled, state, lim)
     return scan(reader, canvas, final, shortcuts=shortcuts)
+
+
+def tail_fits(compiled, state, k: int, final: bool, **limits) -> bool:
+    """A quick sufficient test that ``k`` holes after ``state`` (a matcher) can end the canvas:
+    the tail tests of the module docstring only (no hole is walked; False means "not shown")."""
+    lim = dict(DEFAULT_LIMITS)
+    lim.update(limits)
+    reader = _reader(compiled, state, lim)
+    if reader is None:
+        return True
+    if k == 0:
+        return reader.accepting() if final else reader.alive()
+    if isinstance(reader, _RegularSet):
+        return scan(reader, Canvas([-1] * k, -1, compiled.vocab.eos_ids), final)
+    return bool(reader.alive() and (reader.free_tail() if not final else (reader.accepting() or reader.fits(k))))
 
 
 def scan(reader, canvas: Canvas, final: bool, start: int = 0, shortcuts: bool = True) -> bool:

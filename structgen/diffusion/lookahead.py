@@ -37,24 +37,31 @@ import torch
 
 from ..errors import LimitExceeded, StructgenError
 from ..kernels.bitmask import bitmask_to_ids
+from .. import caching
 from ..runtime.batch import fill_bitmasks
-from .completable import completable
+from .completable import completable, tail_fits
+from .sampler import BlockStep, register_method
 
-__all__ = ["Lookahead", "LookaheadStats"]
+__all__ = ["Lookahead", "LookaheadStats", "DEFAULTS", "denoise"]
+
+#: options of the engines ``generate(method="lookahead")`` builds (change them here)
+DEFAULTS = {"beam_width": 5, "tau": 5, "limits": {"max_total_nodes": 1_000_000}, "tail_nodes": 300_000,
+            "exact_max_holes": 4}
 
 
 class LookaheadStats:
     """Counters of one :class:`Lookahead`: ``proposals``, ``rejections``, ``beam_successes``,
     ``exact_checks`` (with ``exact_seconds``, one entry per check, and ``exact_limits``: checks
-    that passed a bound and were counted as rejections), ``recoveries``, ``commits`` (tokens
+    that passed a bound and were counted as rejections), ``exact_skipped`` (proposals rejected
+    without an exact check, see ``exact_max_holes``), ``recoveries``, ``commits`` (tokens
     written by the engine), ``beam_seconds``."""
 
     __slots__ = ("proposals", "rejections", "beam_successes", "exact_checks", "exact_seconds", "exact_limits",
-                 "recoveries", "commits", "beam_seconds")
+                 "exact_skipped", "recoveries", "commits", "beam_seconds")
 
     def __init__(self):
         self.proposals = self.rejections = self.beam_successes = 0
-        self.exact_checks = self.exact_limits = self.recoveries = self.commits = 0
+        self.exact_checks = self.exact_limits = self.exact_skipped = self.recoveries = self.commits = 0
         self.exact_seconds: list = []
         self.beam_seconds = 0.0
 
@@ -93,11 +100,15 @@ class Lookahead:
         tail_nodes: trie nodes the beam's tail check may walk (see :meth:`_tail_ok`).
         first_tries: in left-to-right filling, how many most likely tokens are tried by the beam's
             check before the single-byte tokens and the exact checks.
+        exact_max_holes: the exact check runs only when at most this many holes lie between the
+            committed prefix and the last fixed position (None: always); past it a proposal the
+            beam cannot place is rejected (``exact_skipped``), as LAVE does.  Rejecting is always
+            sound; this bounds the time of the proposals a model gets wrong.
     """
 
     def __init__(self, compiled, mask_token_id: int, eos_ids=None, *, beam_width: int = 5, tau: int = 5,
                  final: bool = True, state=None, limits: dict | None = None, on_commit=None,
-                 tail_nodes: int = 300_000, first_tries: int = 8):
+                 tail_nodes: int = 300_000, first_tries: int = 8, exact_max_holes: int | None = None):
         self.compiled = compiled
         self.mask = int(mask_token_id)
         v = compiled.vocab
@@ -114,6 +125,7 @@ class Lookahead:
         self.on_commit = on_commit
         self.tail_nodes = int(tail_nodes)
         self.first_tries = int(first_tries)
+        self.exact_max_holes = None if exact_max_holes is None else int(exact_max_holes)
         self.stats = LookaheadStats()
         self._start = compiled.matcher() if state is None else state.fork()
         self.reset()
@@ -250,6 +262,11 @@ class Lookahead:
             self.stats.beam_successes += 1
             self.cache = fill
             return True
+        if exact and self.exact_max_holes is not None:
+            inner = int((trial[self.prefix:self._last_fixed(trial) + 1] == self.mask).sum())
+            if inner > self.exact_max_holes:
+                self.stats.exact_skipped += 1
+                return False
         if exact and self.exact(trial):
             self.cache = None  # (no witness)
             return True
@@ -311,6 +328,9 @@ class Lookahead:
         lp = _rows(log_probs)
         lo, hi = int(block_range[0]), int(block_range[1])
         self._sync(c)
+        if self.matcher.is_terminated():  # after EOS: EOS everywhere
+            c[lo:hi][c[lo:hi] == self.mask] = self.eos_ids[0]
+            return c
         done = 0
         while done < n and bool((c[lo:hi] == self.mask).any()):
             prop = self._propose(c, lp, lo, hi)
@@ -382,6 +402,19 @@ class Lookahead:
         short = order[(order < lengths.shape[0]) & (lengths[np.minimum(order, lengths.shape[0] - 1)] == 1)]
         eos_first = [t for t in order.tolist() if t in self._eos][:1]
         tried = set()
+        if not (canvas[p + 1:] != self.mask).any():  # only holes after p: the tail tests decide each token
+            k = canvas.shape[0] - p - 1
+            for t in order.tolist():
+                if t in banned:
+                    continue
+                if t in self._eos:
+                    if m.is_accepting() and self.check(canvas, p, t, lp, exact=False):
+                        return t
+                    continue
+                f = m.fork()
+                if f.advance(t) and tail_fits(self.compiled, f, k, self.final, **self.limits):
+                    return t
+            tried = set(order.tolist())  # what is left needs a walk of the tail: the full checks below
         for tier, exact in ((order[:self.first_tries].tolist() + eos_first, False), (short.tolist(), False),
                             (order.tolist(), True)):
             for t in tier:
@@ -474,3 +507,63 @@ def _unconstrained(row, lp, lo, hi, k, mask):
     conf = lp[holes, best]
     for i in np.argsort(-conf, kind="stable")[:k].tolist():
         row[holes[i]] = best[i]
+
+
+# ----------------------------------------------------------------------------- generate(method="lookahead")
+_RUNS = caching.LRU(16, name="diffusion.lookahead_runs")  # id(states list) -> (states, [engine, key] per row)
+
+
+def _lookahead_step(st: BlockStep):
+    """The sampler's ``method="lookahead"``: per row, the block plus ``st.tail`` holes as the
+    canvas (holes are -1), one :class:`Lookahead` per row and block (kept across the block's
+    steps, so bans and the cached completion survive), ``pick.sum()`` unmaskings, or the whole
+    block at its last step.  Writes ``st.written`` (the engine chooses positions itself: the
+    most confident holes, recovery, EOS padding) and the counters into ``st.row_stats``."""
+    B, Lb, V = st.log_probs.shape
+    tokens = np.full((B, Lb), -1, np.int64)
+    if st.compiled is None:
+        return st.log_probs.argmax(axis=-1), np.zeros(B)
+    hit = _RUNS.get(id(st.states))
+    if hit is None or hit[0] is not st.states:
+        hit = (st.states, [None] * B)
+        _RUNS.put(id(st.states), hit)
+    engines = hit[1]
+    for b in range(B):
+        key = (st.states[b].accepted_tokens(), st.tail, Lb)
+        fresh = bool((st.block[b] < 0).all())
+        if engines[b] is None or engines[b][1] != key or fresh:
+            opts = dict(DEFAULTS)
+            opts["limits"] = dict(opts.get("limits") or {})
+            engines[b] = [Lookahead(st.compiled, -1, list(st.eos_ids), final=st.final, state=st.states[b], **opts),
+                          key]
+        la = engines[b][0]
+        canvas = np.concatenate([st.block[b], np.full(st.tail, -1, np.int64)])
+        n = int(st.pick[b].sum())
+        before = la.stats.as_dict()
+        if n >= int((st.block[b] < 0).sum()):
+            out = la.step(canvas, st.log_probs[b], (0, Lb), n=Lb)
+        else:
+            out = la.step(canvas, st.log_probs[b], (0, Lb), n=n)
+        tokens[b] = out[:Lb]
+        if not (tokens[b] >= 0).all() and n >= int((st.block[b] < 0).sum()):
+            out = la.finish_block(out, st.log_probs[b], (0, Lb))
+            tokens[b] = out[:Lb]
+        _add_stats(st, b, la.stats, before)
+    st.written = (st.block < 0) & (tokens >= 0)
+    return tokens, np.full(B, np.nan)
+
+
+def _add_stats(st, b, stats, before=None):
+    if st.row_stats is None:
+        return
+    acc = st.row_stats[b]
+    now = stats.as_dict()
+    for k, v in now.items():
+        base = before[k] if before is not None else (0 if k != "exact_seconds" else [])
+        if k == "exact_seconds":
+            acc.setdefault(k, []).extend(v[len(base):])
+        else:
+            acc[k] = acc.get(k, 0) + v - base
+
+
+register_method("lookahead", _lookahead_step, grammars=True)
