@@ -176,6 +176,16 @@ class CFGMatcher(Matcher, ByteStateView):
         return {"sets": int(n), "items": int(so[n]), "last_set": int(so[n] - so[n - 1]),
                 "frontier": int(self._front.shape[0])}
 
+    def chart_state(self):
+        """Copies of the current point's parse: ``(items, set_off, n_sets, frontier, accepting,
+        terminated)`` in the layout of :mod:`structgen.cfg.earley` (the chart's ``n_sets`` sets,
+        the lexemes in progress).  For consumers that run the Earley kernels themselves from
+        this point (:mod:`structgen.diffusion`'s completability check)."""
+        n = self._n_sets
+        used = int(self._set_off[n])
+        return (self._items[:used].copy(), self._set_off[:n + 1].copy(), int(n), self._front.copy(),
+                bool(self._acc), bool(self._terminated))
+
     def accepted_tokens(self) -> int:
         return self._node.depth
 

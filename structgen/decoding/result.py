@@ -36,6 +36,7 @@ class GenerationResult:
     draft_forward_passes: int = 0     # speculative decoding: draft-model passes of this row
     draft_proposed: dict = dataclasses.field(default_factory=dict)   # speculative: drafts per source
     draft_accepted: dict = dataclasses.field(default_factory=dict)   # speculative: accepted per source
+    method_stats: dict = dataclasses.field(default_factory=dict)     # diffusion: the method's counters (lookahead)
     _parse: Callable[[str], Any] = dataclasses.field(default=identity, repr=False)
     _value: Any = dataclasses.field(default=None, repr=False)
     _parsed: bool = dataclasses.field(default=False, repr=False)

@@ -83,7 +83,12 @@ class BlockStep:
     temperature: float
     unmask: str
     clean_log_probs: np.ndarray | None = None   # without the Gumbel noise of ``map`` at temperature > 0
+    written: np.ndarray | None = None   # a method may set it: [B, Lb] positions it decided (default ``pick``)
+    row_stats: list | None = None       # per row a dict the method may fill (-> GenerationResult.method_stats)
 
+
+#: methods that choose by (Gumbel-perturbed) argmax: ``temperature`` is the noise scale, not a logit scale
+_GUMBEL = {"map", "lookahead"}
 
 #: name -> (step function, accepts context-free grammars)
 METHODS: dict[str, tuple[Callable[[BlockStep], tuple[np.ndarray, np.ndarray]], bool]] = {}
@@ -280,6 +285,7 @@ def generate(model, tokenizer, prompt, *, schema=None, regex=None, choices=None,
     gen = torch.Generator(device=dev)
     gen.manual_seed(int(rng.integers(2 ** 62)))
     step_forward, step_dp, kept = [], [], [[] for _ in range(B)]
+    row_stats = [{} for _ in range(B)]
     logits = first
     counts = _transfer_counts(block_length, steps_per_block)
     for k in range(blocks):
@@ -293,14 +299,15 @@ def generate(model, tokenizer, prompt, *, schema=None, regex=None, choices=None,
             else:
                 step_forward.append(first_forward)
             td = time.perf_counter()
+            noisy = method in _GUMBEL and temperature > 0       # temperature enters as Gumbel noise there
             raw = logits[:, lo - P:hi - P].float()
-            if method != "map" and temperature > 0 and temperature != 1:
+            if method != "map" and not noisy and temperature > 0 and temperature != 1:
                 raw = raw / temperature
             clean = torch.log_softmax(raw, dim=-1)
             if int(mask_id) < clean.shape[-1]:
                 clean[..., int(mask_id)] = float("-inf")      # the model never writes a mask token
             lp = clean
-            if method == "map" and temperature > 0:          # LLaDA: Gumbel-perturbed scores
+            if noisy:                                        # LLaDA: Gumbel-perturbed scores
                 u = torch.rand(clean.shape, generator=gen, device=clean.device).clamp_(1e-20, 1.0)
                 lp = clean - temperature * torch.log(-torch.log(u))
             lp_np = lp.cpu().numpy()
@@ -312,10 +319,11 @@ def generate(model, tokenizer, prompt, *, schema=None, regex=None, choices=None,
                                (blocks - k - 1) * block_length, rng)
             st = BlockStep(lp_np, block.copy(), pick, states, compiled, (blocks - k - 1) * block_length, True,
                            eos, rng, float(temperature), unmask,
-                           clean.cpu().numpy() if method == "map" and temperature > 0 else None)
+                           clean.cpu().numpy() if noisy else None,
+                           row_stats=row_stats)
             tokens, lk = step_fn(st)
             tokens = np.asarray(tokens)
-            block = np.where(pick, tokens, block)
+            block = np.where(pick if st.written is None else st.written, tokens, block)
             for b in range(B):
                 kept[b].append(float(lk[b]))
             ids[:, lo:hi] = torch.from_numpy(np.where(block >= 0, block, int(mask_id))).to(dev)
@@ -345,7 +353,7 @@ def generate(model, tokenizer, prompt, *, schema=None, regex=None, choices=None,
             text=text, token_ids=body, prompt=prompts[b], prompt_tokens=len(encoded[b]),
             finish_reason="stop" if cut < len(toks) else "length", complete=complete, sampled_tokens=len(body),
             forced_tokens=0, forward_passes=blocks * steps_per_block, log_kept_mass=kept[b], timings=dict(timings),
-            constraint=constraint.description, _parse=constraint.parse))
+            constraint=constraint.description, method_stats=row_stats[b], _parse=constraint.parse))
     return results if not isinstance(prompt, str) else results[0]
 
 
