@@ -35,3 +35,5 @@ __all__ = [
     "beam_search", "clear_caches", "cache_info", "set_cache_limits",
 ]
 __all__ += ["OptionError", "TokenError", "BitmaskError", "GrammarNotFound"]
+from .errors import EngineError, TokenRejected  # noqa: E402  (the serving-engine backends)
+__all__ += ["EngineError", "TokenRejected"]
