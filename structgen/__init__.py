@@ -8,7 +8,7 @@ model or a grammar, by masking a language model's logits token by token.
     bm = sg.allocate_bitmask(1, vocab.logits_width)
     m.fill_bitmask(bm, 0); sg.apply_bitmask_(logits, bm)
 """
-from .errors import (BitmaskError, EmptyLanguage, GenerationError, GrammarError, GrammarNotFound, LimitExceeded,
+from .errors import (BitmaskError, EmptyLanguage, EngineError, GenerationError, TokenRejected, GrammarError, GrammarNotFound, LimitExceeded,
                      OptionError, RegexError, SchemaError, StructgenError, TokenError, Unsupported, VocabularyError)
 from .vocab import Vocabulary
 from .grammar import Grammar
@@ -40,4 +40,4 @@ __all__ = [
     "beam_search", "clear_caches", "cache_info", "set_cache_limits",
 ]
 __all__ += ["ItemCatalog", "OptionError", "TokenError", "BitmaskError", "GrammarNotFound", "diffusion"]
-__all__ += ["JsonHygiene", "Tag", "ToolCall", "tool_calls"]
+__all__ += ["JsonHygiene", "Tag", "ToolCall", "tool_calls", "EngineError", "TokenRejected"]

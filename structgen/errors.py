@@ -134,3 +134,13 @@ class GrammarNotFound(StructgenError, KeyError):
 
     def __str__(self) -> str:  # KeyError would print the message with quotes around it
         return str(self.args[0]) if self.args else ""
+
+
+class EngineError(StructgenError, RuntimeError):
+    """A serving engine (vLLM, SGLang) that structgen's backend for it cannot serve: not
+    installed, or a release other than the one supported (the message names both)."""
+
+
+class TokenRejected(StructgenError, ValueError):
+    """A token an engine told a grammar object to accept that the constraint does not allow
+    (a ValueError, as the engines' own backends raise: SGLang then aborts the request)."""
