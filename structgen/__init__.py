@@ -8,7 +8,8 @@ model or a grammar, by masking a language model's logits token by token.
     bm = sg.allocate_bitmask(1, vocab.logits_width)
     m.fill_bitmask(bm, 0); sg.apply_bitmask_(logits, bm)
 """
-from .errors import (BitmaskError, EmptyLanguage, EngineError, GenerationError, TokenRejected, GrammarError, GrammarNotFound, LimitExceeded,
+from .errors import (BitmaskError, EmptyLanguage, EngineError, GenerationError, GrammarError, GrammarNotFound,
+                     LimitExceeded, TokenRejected,
                      OptionError, RegexError, SchemaError, StructgenError, TokenError, Unsupported, VocabularyError)
 from .vocab import Vocabulary
 from .grammar import Grammar
