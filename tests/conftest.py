@@ -5,6 +5,9 @@ import tempfile
 import pytest
 
 # Keep the tests' on-disk caches (compiled grammars) out of the user's cache folder.
+# vLLM imports torch.utils.cpp_extension -> setuptools, whose distutils shim asserts when another test
+# module imported the standard library's distutils first; keep the standard one.
+os.environ.setdefault("SETUPTOOLS_USE_DISTUTILS", "stdlib")
 os.environ.setdefault("STRUCTGEN_CACHE_DIR", tempfile.mkdtemp(prefix="structgen-test-cache-"))
 
 from tests.helpers import ALL_TOKENIZERS, TOKENIZERS_DIR, load_vocab  # noqa: F401  (re-exported)
