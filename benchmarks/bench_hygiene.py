@@ -12,6 +12,10 @@ llama3 vocabulary, sampled at temperature 1; the constraint is a Pydantic model 
     PYTHONPATH=. python benchmarks/bench_hygiene.py --n 60 --max-new-tokens 128 --exact
 
 Prints, per whitespace layout, how many generations finished (EOS) and the longest output.
+Measured 2026-12-02 (shared 2-core machine): before hygiene (``--baseline`` on the previous
+commit's code, ``--n 60 --max-new-tokens 128``) compact 2 / 60, dumps 6 / 60, flexible 60 / 60
+finished; with hygiene ``--n 500 --max-new-tokens 256`` compact 500 / 500 (longest 66 tokens),
+flexible 500 / 500 (longest 85), and at 128 tokens 60 / 60 in all three layouts.
 """
 from __future__ import annotations
 
@@ -73,7 +77,9 @@ def main(argv=None) -> None:
     ap.add_argument("--whitespace", nargs="+", default=["compact", "flexible"])
     ap.add_argument("--exact", action="store_true", help="exact JSON Schema semantics (hygiene off)")
     ap.add_argument("--baseline", action="store_true", help="pass no schema options at all (code before hygiene)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (1: fastest on a shared machine)")
     args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
     tok = AutoTokenizer.from_pretrained(str(TOKENIZER), local_files_only=True)
     vocab = sg.Vocabulary.from_tokenizer(tok)
     gen = sg.Generator(tiny_llama(vocab.logits_width), tok, vocab=vocab, chat=False)

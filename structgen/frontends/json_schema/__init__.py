@@ -8,7 +8,8 @@ Shared pieces: :mod:`.language` (compiled sub-schemas, patterns), :mod:`.values`
 equality), :mod:`.options`, :mod:`.report`; :mod:`.checks` (keyword value types and nesting
 depth, before any compiler walks the document) and :mod:`.empty` (the sub-schema that empties
 a schema, for :class:`structgen.errors.EmptyLanguage`).  Leaves: :mod:`.strings`, :mod:`.numbers`,
-:mod:`.formats`; :mod:`.property_order` is the any-order object form.  Imports point one way:
+:mod:`.formats`; :mod:`.property_order` is the any-order object form; :mod:`.hygiene` the
+generation restrictions (exact language ∩ bounded numbers, whitespace, strings).  Imports point one way:
 keywords/values/report/options <- reader <- records <- regular parts <- regular <- merge/keys
 <- combine <- cfg <- select.
 """
