@@ -377,3 +377,20 @@ def test_context_free_grammars_and_bad_inputs_raise_structgen_errors():
         sgd.sample(np.zeros((2, 3)), reg, num_samples=0)
     with pytest.raises(sg.OptionError):
         sgd.dingo(np.zeros((2, 3)), reg, eos_ids=[0])      # a normal token cannot pad
+
+
+@SETTINGS
+@given(case=cases())
+def test_token_classes_match_exact_refinement(case):
+    """The hashed token classes equal the state-by-state exact refinement, and every class is
+    uniform: in each state all its tokens are allowed or none, with one next state."""
+    from structgen.diffusion.transitions import Transitions
+
+    cg, m, oracle, lp, masked, final = _setup(case)
+    tdfa = cg.token_dfa
+    fast, exact = Transitions(tdfa), Transitions(tdfa, exact_classes=True)
+    assert fast.tcls.tolist() == exact.tcls.tolist()
+    for s, (toks, nexts) in tdfa.explore().items():
+        for c in np.unique(fast.tcls[toks]):
+            members = np.flatnonzero(fast.tcls == c)
+            assert set(members) <= set(toks.tolist()) and len(set(nexts[np.isin(toks, members)].tolist())) == 1

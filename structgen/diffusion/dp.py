@@ -195,7 +195,7 @@ def dingo(log_probs, compiled, *, masked=None, state=None, final=False, fixed=No
     if _backend(p, backend) == "torch":
         lp = p.lp if p.lp.dtype in (torch.float32, torch.float64) else p.lp.float()
         mode, tok, start, endw = _device_tensors(p)
-        tokens, score = dingo_torch(lp, mode, tok, start, endw, t)
+        tokens, score = dingo_torch(lp, mode, tok, start, endw, t, fixed_any=bool((p.mode == 1).any()))
         bad = torch.isinf(score)
         if bool(bad.any()):
             raise _fail("dingo", torch.nonzero(bad).flatten().tolist())
@@ -263,7 +263,8 @@ def sample(log_probs, compiled, *, masked=None, state=None, final=False, num_sam
         mode, tok, start, endw = _device_tensors(p)
         if generator is not None and not isinstance(generator, torch.Generator):
             raise OptionError("the torch backend samples with a torch.Generator (or None)")
-        out, log_z = sample_torch(lp, mode, tok, start, endw, t, S, generator=generator)
+        out, log_z = sample_torch(lp, mode, tok, start, endw, t, S, generator=generator,
+                                  fixed_any=bool((p.mode == 1).any()))
         bad = torch.isinf(log_z)
         if bool(bad.any()):
             raise _fail("sample", torch.nonzero(bad).flatten().tolist())
@@ -317,7 +318,7 @@ def marginals(log_probs, compiled, *, masked=None, state=None, final=False, fixe
     if _backend(p, backend) == "torch" and not holes.any():
         lp = p.lp if p.lp.dtype in (torch.float32, torch.float64) else p.lp.float()
         mode, tok, start, endw = _device_tensors(p)
-        probs, log_z = marginals_torch(lp, mode, tok, start, endw, t)
+        probs, log_z = marginals_torch(lp, mode, tok, start, endw, t, fixed_any=bool((p.mode == 1).any()))
         bad = torch.isinf(log_z)
         if bool(bad.any()):
             raise _fail("marginals", torch.nonzero(bad).flatten().tolist())

@@ -101,8 +101,11 @@ def _edge_weights(lp, mode, tok, i, W, tcls, cptr, ctok, gptr, gcls, esrc, egrp,
         if m == 2:
             out[e] = 0.0
         elif m == 1:
-            c = tcls[tok[i]]
-            out[e] = 0.0 if c >= 0 and _member(gcls, gptr[g], gptr[g + 1], c) else NEG
+            if gstamp[g] != stamp:    # membership once per group, not once per edge
+                c = tcls[tok[i]]
+                gval[g] = 0.0 if c >= 0 and _member(gcls, gptr[g], gptr[g + 1], c) else NEG
+                gstamp[g] = stamp
+            out[e] = gval[g]
         else:
             if gstamp[g] != stamp:
                 v, t = _group_value(g, gptr, gcls, cval, carg, use_lse)
@@ -384,12 +387,20 @@ def _step_reach(R, Rn, mode, tok, i, tcls, gptr, gcls, esrc, edst, egrp):
     if m == 3:
         Rn[:] = R[:]
         return
-    c = tcls[tok[i]] if m == 1 else -1
+    ing = _groups_holding(tcls[tok[i]] if m == 1 else -2, gptr, gcls)
     for e in range(esrc.size):
-        if R[esrc[e]]:
-            g = egrp[e]
-            if m != 1 or (c >= 0 and _member(gcls, gptr[g], gptr[g + 1], c)):
-                Rn[edst[e]] = True
+        if R[esrc[e]] and ing[egrp[e]]:
+            Rn[edst[e]] = True
+
+
+@njit(cache=True, nogil=True)
+def _groups_holding(c, gptr, gcls):
+    """Bool per group: does it hold class ``c``?  (``c == -2``: every group; -1: none.)"""
+    G = gptr.size - 1
+    out = np.empty(G, dtype=np.bool_)
+    for g in range(G):
+        out[g] = True if c == -2 else (c >= 0 and _member(gcls, gptr[g], gptr[g + 1], c))
+    return out
 
 
 @njit(cache=True, nogil=True)
@@ -411,12 +422,10 @@ def local_mass_kernel(lp, mode, tok, start, endw, n, tcls, cptr, ctok, gptr, gcl
         if m == 3:
             Bk[i, :] = Bk[i + 1, :]
             continue
-        c = tcls[tok[i]] if m == 1 else -1
+        ing = _groups_holding(tcls[tok[i]] if m == 1 else -2, gptr, gcls)
         for e in range(esrc.size):
-            if Bk[i + 1, edst[e]] and not Bk[i, esrc[e]]:
-                g = egrp[e]
-                if m != 1 or (c >= 0 and _member(gcls, gptr[g], gptr[g + 1], c)):
-                    Bk[i, esrc[e]] = True
+            if Bk[i + 1, edst[e]] and ing[egrp[e]]:
+                Bk[i, esrc[e]] = True
     allowed = np.zeros(C, dtype=np.bool_)
     cval = np.empty(C)
     carg = np.empty(C, dtype=np.int64)

@@ -68,13 +68,18 @@ def _stats(lp: torch.Tensor, t: dict, trans, kind: str, budget: int):
     return first, second
 
 
-def _edge_weights(per_group: torch.Tensor, mode, tok, t: dict, n_classes: int):
+def _edge_weights(per_group: torch.Tensor, mode, tok, t: dict, n_classes: int, fixed_any: bool = True):
     """[B, L, E] edge log-weights: the group value (mode 0), 0 or -inf by membership of the fixed
-    token's class (mode 1), 0 (holes, mode 2); mode 3 rows are unused."""
+    token's class (mode 1), 0 (holes, mode 2); mode 3 rows are unused.  ``fixed_any=False`` (no
+    mode-1 position: known on the host) skips the membership search."""
     egrp, gkey, tcls = t["egrp"], t["gkey"], t["tcls"]
     B, L, _ = per_group.shape
     E = egrp.numel()
     w0 = per_group.index_select(2, egrp)
+    zero = torch.zeros_like(w0)
+    m = mode.view(B, L, 1)
+    if not fixed_any:
+        return torch.where(m == 0, w0, zero)
     cls = tcls[tok.clamp(min=0)]                                             # [B, L]
     q = egrp.view(1, 1, E) * (n_classes + 1) + cls.clamp(min=0).view(B, L, 1)
     if gkey.numel():
@@ -82,9 +87,7 @@ def _edge_weights(per_group: torch.Tensor, mode, tok, t: dict, n_classes: int):
         member = (gkey[pos] == q) & (cls >= 0).view(B, L, 1)
     else:
         member = torch.zeros_like(q, dtype=torch.bool)
-    zero = torch.zeros_like(w0)
     w1 = torch.where(member, zero, torch.full_like(w0, _NEG))
-    m = mode.view(B, L, 1)
     return torch.where(m == 0, w0, torch.where(m == 1, w1, zero))
 
 
@@ -98,7 +101,7 @@ def _lse_by(index: torch.Tensor, vals: torch.Tensor, size: int) -> torch.Tensor:
     return torch.where(s > 0, safe + torch.log(s), torch.full_like(s, _NEG))
 
 
-def dingo_torch(lp, mode, tok, start, endw, trans, budget: int = 1 << 24):
+def dingo_torch(lp, mode, tok, start, endw, trans, budget: int = 1 << 24, fixed_any: bool = True):
     """``(tokens [B, L] (-1 at holes), score [B])``; score -inf where nothing is valid."""
     dev = lp.device
     t = trans.tensors(dev)
@@ -107,7 +110,7 @@ def dingo_torch(lp, mode, tok, start, endw, trans, budget: int = 1 << 24):
     esrc, edst, egrp = t["esrc"], t["edst"], t["egrp"]
     E = esrc.numel()
     gm, garg = _stats(lp, t, trans, "max", budget)
-    w = _edge_weights(gm, mode, tok, t, trans.n_classes)
+    w = _edge_weights(gm, mode, tok, t, trans.n_classes, fixed_any)
     W = torch.full((B, n), _NEG, dtype=lp.dtype, device=dev)
     W[torch.arange(B, device=dev), start] = 0.0
     dst = edst.view(1, E).expand(B, E)
@@ -137,7 +140,7 @@ def dingo_torch(lp, mode, tok, start, endw, trans, budget: int = 1 << 24):
     return out, best
 
 
-def forward_torch(lp, mode, tok, start, endw, trans, budget: int = 1 << 24):
+def forward_torch(lp, mode, tok, start, endw, trans, budget: int = 1 << 24, fixed_any: bool = True):
     """``(alpha [B, L + 1, n], w [B, L, E], clse [B, L, C], log_z [B])`` (no holes of mode 2)."""
     dev = lp.device
     t = trans.tensors(dev)
@@ -146,7 +149,7 @@ def forward_torch(lp, mode, tok, start, endw, trans, budget: int = 1 << 24):
     esrc, edst = t["esrc"], t["edst"]
     E = esrc.numel()
     glse, clse = _stats(lp, t, trans, "lse", budget)
-    w = _edge_weights(glse, mode, tok, t, trans.n_classes)
+    w = _edge_weights(glse, mode, tok, t, trans.n_classes, fixed_any)
     A = torch.full((B, L + 1, n), _NEG, dtype=lp.dtype, device=dev)
     A[torch.arange(B, device=dev), 0, start] = 0.0
     dst = edst.view(1, E).expand(B, E)
@@ -171,11 +174,12 @@ def _draw_in_segment(weights, lo, hi, rows, generator):
     return torch.minimum(torch.maximum(k, lo), hi - 1).clamp(min=0, max=N - 1)
 
 
-def sample_torch(lp, mode, tok, start, endw, trans, num_samples: int, generator=None, budget: int = 1 << 24):
+def sample_torch(lp, mode, tok, start, endw, trans, num_samples: int, generator=None, budget: int = 1 << 24,
+                 fixed_any: bool = True):
     """``(samples [B, S, L] (-1 at trailing holes), log_z [B])``: forward filtering, backward sampling."""
     dev = lp.device
     t = trans.tensors(dev)
-    A, w, clse, log_z = forward_torch(lp, mode, tok, start, endw, trans, budget)
+    A, w, clse, log_z = forward_torch(lp, mode, tok, start, endw, trans, budget, fixed_any)
     B, L, V = lp.shape
     S = int(num_samples)
     R = B * S
@@ -215,11 +219,11 @@ def sample_torch(lp, mode, tok, start, endw, trans, num_samples: int, generator=
     return out.view(B, S, L), log_z
 
 
-def marginals_torch(lp, mode, tok, start, endw, trans, budget: int = 1 << 24):
+def marginals_torch(lp, mode, tok, start, endw, trans, budget: int = 1 << 24, fixed_any: bool = True):
     """``(probs [B, L, V], log_z [B])``; rows of trailing holes are 0, fixed positions one-hot."""
     dev = lp.device
     t = trans.tensors(dev)
-    A, w, _, log_z = forward_torch(lp, mode, tok, start, endw, trans, budget)
+    A, w, _, log_z = forward_torch(lp, mode, tok, start, endw, trans, budget, fixed_any)
     B, L, V = lp.shape
     n = trans.n
     esrc, edst, egrp, ctok, cseg, gcls, gseg = (t[k] for k in ("esrc", "edst", "egrp", "ctok", "cseg", "gcls", "gseg"))
