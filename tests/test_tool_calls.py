@@ -170,3 +170,18 @@ def test_tool_specs_and_errors():
         sg.tool_calls([GetWeather, GetWeather])
     with pytest.raises(sg.SchemaError, match="title"):
         sg.tool_calls([{"type": "object"}])
+
+
+def test_special_token_grammar_with_disk_cache(tmp_path):
+    """A regular grammar naming a special token compiles against the vocabulary's special-token
+    view, also through a Generator with a disk cache (which keeps only plain regular grammars)."""
+    tok, vocab = setup("qwen2.5")
+    gen = sg.Generator(tiny_llama(vocab.logits_width), tok, vocab=vocab, cache_dir=tmp_path)
+    tid = vocab.special_token_id("<tool_call>")
+    g = sg.Grammar.sequence("a", sg.Grammar.special(tid), "b")  # by id: a plain regular grammar
+    assert g.is_regular
+    for _ in range(2):
+        m = gen.compile(g).matcher()
+        assert m.advance(vocab.encode("a")[0]) and list(m.allowed_tokens()) == [tid]
+        assert m.advance(tid) and m.advance(vocab.encode("b")[0]) and m.is_accepting()
+        sg.clear_caches()  # the second compile may come from the disk cache (it must not)
