@@ -122,7 +122,7 @@ def test_llguidance_grammar(name):
     bias = bias_of(vocab, case.get("favour", ()))
     done = parts = 0
     for prefix in case["prefixes"]:
-        for _ in range(8):
+        for _ in range(6):
             ids = sample(cg, vocab, rng, bias, tokens(vocab, prefix) if prefix else [])
             if ids is None:
                 continue
@@ -133,9 +133,9 @@ def test_llguidance_grammar(name):
                 value = json.loads(m.group("j"))
                 assert any(jsonschema.Draft202012Validator(schemas[i]).is_valid(value) for i in case["schemas"]), out
                 parts += 1
-    assert done >= 6, f"only {done} sampled sentences finished"
+    assert done >= 5, f"only {done} sampled sentences finished"
     if case["each"] != "(?!)":
-        assert parts >= 4, f"only {parts} %json parts sampled"
+        assert parts >= 3, f"only {parts} %json parts sampled"
 
 
 # ----------------------------------------------------------------------------- tiny vocabulary
