@@ -211,6 +211,9 @@ def test_error_positions():
     with pytest.raises(sg.GrammarError) as e:
         compile_tiny('start: a\n\na: "x"\nFOO: <|t|>\n')
     assert (e.value.line, e.value.column) == (4, 6)
+    with pytest.raises(sg.GrammarError) as e:  # found when the vocabulary is known, named in the text
+        compile_tiny('start: "a"\n  | "b" <|nope|>\n')
+    assert (e.value.line, e.value.column) == (2, 9) and "unknown special token" in str(e.value)
 
 
 def test_plain_lark_unchanged():
