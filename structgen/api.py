@@ -192,8 +192,8 @@ class Generator:
         return cg
 
     def _disk_key(self, grammar: Grammar) -> bytes | None:
-        if self._disk is None or not grammar.is_regular:
-            return None
+        if self._disk is None or not grammar.is_regular or grammar.specials:
+            return None  # (a grammar naming special tokens compiles against another vocabulary view)
         return repr(grammar.key).encode("utf-8", "surrogatepass") + b"\0" + self.vocab.fingerprint.encode()
 
     def _load_from_disk(self, grammar: Grammar) -> CompiledGrammar | None:

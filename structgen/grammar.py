@@ -15,9 +15,9 @@ from .automaton import ir
 from .cfg.compose import trim_edges
 from .automaton.build import limit_scope, warm_up
 from .automaton.limits import check_count, check_known, check_seconds
-from .composition import GrammarAlgebra
+from .composition import GrammarAlgebra, check_specials
 from .tags import TagsMixin
-from .errors import LimitExceeded, OptionError, StructgenError
+from .errors import GrammarError, LimitExceeded, OptionError, StructgenError, Unsupported
 from .frontends.deep import call_deep
 from .frontends.gbnf import gbnf_to_cfg
 from .frontends.json_schema.hygiene import resolve_hygiene
@@ -249,9 +249,22 @@ def _lark_token(spec, line: int, col: int) -> Grammar:
     """The grammar of a Lark grammar's special-token reference (``<|name|>``, ``<[id,lo-hi]>``)."""
     kind, value = spec
     if kind == "text":
-        return Grammar.special(value)
-    ids = [i for lo, hi in value for i in range(lo, hi + 1)]
-    if len(ids) > 4096:
-        raise Unsupported(f"token set of {len(ids)} ids at line {line}, column {col} (at most 4096)",
-                          f"line {line}, column {col}")
-    return Grammar.alternatives(*[Grammar.special(i) for i in dict.fromkeys(ids)])
+        part = Grammar.special(value)
+    else:
+        ids = [i for lo, hi in value for i in range(lo, hi + 1)]
+        if len(ids) > 4096:
+            raise Unsupported(f"token set of {len(ids)} ids at line {line}, column {col} (at most 4096)",
+                              f"line {line}, column {col}")
+        part = Grammar.alternatives(*[Grammar.special(i) for i in dict.fromkeys(ids)])
+
+    def build(vocab):  # the vocabulary's errors name the token's place in the grammar text
+        try:
+            g = part.resolve(vocab)
+            check_specials(g, vocab)
+            return g
+        except GrammarError as e:
+            raise GrammarError(f"Lark grammar: {e.message}", line, col) from None
+        except Unsupported as e:
+            raise Unsupported(e.message, f"line {line}, column {col}") from None
+
+    return Grammar.deferred(build, ("lark-token", spec[0], repr(value), line, col), f"special token {value}")

@@ -218,3 +218,14 @@ def test_trim_edges_equals_bruteforce():
     lark = o_lark(text)
     check(G("cfg", cfg=cfg, key=("trimmed", text)), lambda s: lark(s) and not s.startswith(" ") and not s.endswith(" "),
           "ab ", 7, 2, seed=5)
+
+
+def test_embedded_grammar_keeps_its_own_ignores():
+    """Grammar.embedding (a Lark grammar's %json part): the outer %ignore goes around the embedded
+    grammar's text, never inside it, and the embedded grammar's own %ignore stays inside it."""
+    outer = lark_to_cfg('start: "a" X "b"\nX: "@"\n%ignore " "\n')
+    nested = G.from_lark('start: "c" start "a" | "b"\n%ignore "c"\n')  # (ignores "c" between its lexemes)
+    g = G.embedding(outer, {"X": nested}, ("embedding-test",))
+    assert g.kind == "cfg"
+    inner = o_lark('start: "c" start "a" | "b"\n%ignore "c"\n')
+    check(g, o_seq(o_regex(" *a *"), inner, o_regex(" *b *")), "abc ", 7, 3, seed=11)

@@ -122,7 +122,7 @@ def test_llguidance_grammar(name):
     bias = bias_of(vocab, case.get("favour", ()))
     done = parts = 0
     for prefix in case["prefixes"]:
-        for _ in range(8):
+        for _ in range(6):
             ids = sample(cg, vocab, rng, bias, tokens(vocab, prefix) if prefix else [])
             if ids is None:
                 continue
@@ -133,9 +133,9 @@ def test_llguidance_grammar(name):
                 value = json.loads(m.group("j"))
                 assert any(jsonschema.Draft202012Validator(schemas[i]).is_valid(value) for i in case["schemas"]), out
                 parts += 1
-    assert done >= 6, f"only {done} sampled sentences finished"
+    assert done >= 5, f"only {done} sampled sentences finished"
     if case["each"] != "(?!)":
-        assert parts >= 4, f"only {parts} %json parts sampled"
+        assert parts >= 3, f"only {parts} %json parts sampled"
 
 
 # ----------------------------------------------------------------------------- tiny vocabulary
@@ -211,6 +211,9 @@ def test_error_positions():
     with pytest.raises(sg.GrammarError) as e:
         compile_tiny('start: a\n\na: "x"\nFOO: <|t|>\n')
     assert (e.value.line, e.value.column) == (4, 6)
+    with pytest.raises(sg.GrammarError) as e:  # found when the vocabulary is known, named in the text
+        compile_tiny('start: "a"\n  | "b" <|nope|>\n')
+    assert (e.value.line, e.value.column) == (2, 9) and "unknown special token" in str(e.value)
 
 
 def test_plain_lark_unchanged():

@@ -7,6 +7,7 @@ A random model picks among the allowed tokens almost uniformly, the harshest cas
 strings are bounded so that every generation ends within ``max_new_tokens``."""
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 import jsonschema
@@ -20,7 +21,7 @@ from tests.helpers import load_llama31_tokenizer, load_llama31_vocab, load_token
 
 
 class GetWeather(BaseModel):
-    city: str = Field(max_length=3)
+    city: str = Field(max_length=2)
     unit: Literal["c", "f"]
 
 
@@ -99,9 +100,16 @@ def check_calls(out, fmt, vocab, calls_per_output):
 
 #: per format: its home vocabulary (with the trigger as a special token where it has one), and
 #: the other vocabularies its 200 generations run on (triggers as text there)
-RUNS = {"hermes": [("qwen2.5", "<tool_call>", 24), ("mistral", None, 176)],
-        "llama3": [("llama31", "<|python_tag|>", 24), ("mistral", None, 176)],
-        "mistral": [("llama3", None, 24), ("mistral", None, 176)]}
+RUNS = {"hermes": [("qwen2.5", "<tool_call>", 8), ("mistral", None, 192)],
+        "llama3": [("llama31", "<|python_tag|>", 8), ("mistral", None, 192)],
+        "mistral": [("llama3", None, 8), ("mistral", None, 192)]}
+
+
+@functools.lru_cache(maxsize=None)
+def generator(name):
+    """A Generator of a tiny random model (Gumbel-noised) for a fixture vocabulary, shared by the tests."""
+    tok, vocab = setup(name)
+    return sg.Generator(Gumbel(tiny_llama(vocab.logits_width, seed=len(name)), seed=1), tok, vocab=vocab)
 
 
 @pytest.mark.parametrize("fmt", sorted(RUNS))
@@ -110,9 +118,9 @@ def test_200_generations_parse_into_valid_calls(fmt):
     a step is the logits width), each exactly two calls with free text around them."""
     total, names = 0, set()
     for vocab_name, trigger, n in RUNS[fmt]:
-        tok, vocab = setup(vocab_name)
-        gen = sg.Generator(Gumbel(tiny_llama(vocab.logits_width, seed=len(fmt)), seed=1), tok, vocab=vocab)
-        g = sg.tool_calls(TOOLS, format=fmt, free_text=r"[a-z]{1,2}", min_calls=2, max_calls=2, max_parallel=2,
+        gen = generator(vocab_name)
+        vocab = gen.vocab
+        g = sg.tool_calls(TOOLS, format=fmt, free_text=r"[a-z]", min_calls=2, max_calls=2, max_parallel=2,
                           engine="dfa")
         outs = gen([f"Request {i}:" for i in range(n)], grammar=g, max_new_tokens=200)  # greedy: a draw (Gumbel)
         tid = vocab.special_token_id(trigger) if trigger else None
@@ -132,17 +140,16 @@ def test_sampled_generations(fmt):
     """The decoder's own sampler (temperature 1)."""
     tok, vocab = setup("mistral")
     gen = sg.Generator(tiny_llama(vocab.logits_width, seed=3), tok, vocab=vocab)
-    g = sg.tool_calls(TOOLS, format=fmt, free_text=r"[a-z]{1,2}", min_calls=2, max_calls=2, max_parallel=2,
+    g = sg.tool_calls(TOOLS, format=fmt, free_text=r"[a-z]", min_calls=2, max_calls=2, max_parallel=2,
                       engine="dfa")
-    outs = gen([f"Request {i}:" for i in range(16)], grammar=g, max_new_tokens=200, temperature=1.0, seed=5)
+    outs = gen([f"Request {i}:" for i in range(8)], grammar=g, max_new_tokens=200, temperature=1.0, seed=5)
     for out in outs:
         check_calls(out, fmt, vocab, 2)
 
 
 def test_generate_tools_keyword_and_reasoning():
-    tok, vocab = setup("qwen2.5")
-    model = tiny_llama(vocab.logits_width, seed=1)
-    out = sg.generate(Gumbel(model, 4), tok, "Weather in Oslo?", tools=[GetWeather], tool_format="hermes",
+    gen = generator("qwen2.5")
+    out = sg.generate(gen.model, gen.tokenizer, "Weather in Oslo?", tools=[GetWeather], tool_format="hermes",
                       max_new_tokens=160)
     assert out.complete, out.text
     assert all(isinstance(c.arguments, GetWeather) for c in out.tool_calls) and out.value == out.tool_calls
@@ -150,7 +157,7 @@ def test_generate_tools_keyword_and_reasoning():
     tok3, vocab3 = setup("qwen3")
     gen = sg.Generator(tiny_llama(vocab3.logits_width, seed=2), tok3, vocab=vocab3)
     g = sg.Grammar.reasoning(GetWeather, thinking=r"[a-z ]{0,6}", engine="dfa")
-    outs = gen([f"q{i}" for i in range(8)], grammar=g, max_new_tokens=64)
+    outs = gen([f"q{i}" for i in range(4)], grammar=g, max_new_tokens=64)
     for o in outs:
         assert o.complete and o.token_ids[0] == vocab3.special_token_id("<think>")
         assert vocab3.special_token_id("</think>") in o.token_ids
@@ -170,3 +177,18 @@ def test_tool_specs_and_errors():
         sg.tool_calls([GetWeather, GetWeather])
     with pytest.raises(sg.SchemaError, match="title"):
         sg.tool_calls([{"type": "object"}])
+
+
+def test_special_token_grammar_with_disk_cache(tmp_path):
+    """A regular grammar naming a special token compiles against the vocabulary's special-token
+    view, also through a Generator with a disk cache (which keeps only plain regular grammars)."""
+    tok, vocab = setup("qwen2.5")
+    gen = sg.Generator(generator("qwen2.5").model, tok, vocab=vocab, cache_dir=tmp_path)
+    tid = vocab.special_token_id("<tool_call>")
+    g = sg.Grammar.sequence("a", sg.Grammar.special(tid), "b")  # by id: a plain regular grammar
+    assert g.is_regular
+    for _ in range(2):
+        m = gen.compile(g).matcher()
+        assert m.advance(vocab.encode("a")[0]) and list(m.allowed_tokens()) == [tid]
+        assert m.advance(tid) and m.advance(vocab.encode("b")[0]) and m.is_accepting()
+        sg.clear_caches()  # the second compile may come from the disk cache (it must not)
