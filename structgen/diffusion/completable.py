@@ -78,7 +78,7 @@ class Canvas:
 
 
 def completable(compiled, tokens, *, mask_token_id: int, state=None, final: bool = False,
-                eos_ids=None, shortcuts: bool = True, **limits) -> bool:
+                eos_ids=None, shortcuts: bool = True, tail_walk: bool = True, **limits) -> bool:
     """True iff some filling of the holes of ``tokens`` makes a valid canvas (module docstring).
 
     Args:
@@ -93,6 +93,11 @@ def completable(compiled, tokens, *, mask_token_id: int, state=None, final: bool
             pad id here when it pads with it).
         shortcuts: False walks trailing holes too instead of the tail tests of the module
             docstring (same answers, slower: for tests).
+        tail_walk: False: with ``final=True``, trailing holes after a grammar point are decided by
+            the shortest-completion test alone (when the vocabulary spells every byte): a
+            *stricter* question -- does a completion fit in single-byte tokens -- answered
+            without walking the holes.  The lookahead keeps this stronger invariant, so that
+            its left-to-right filling always finds a token by the tail test.
         limits: ``max_nodes`` (trie nodes one hole may step), ``max_total_nodes`` (all holes
             together), ``max_items`` (chart items),
             ``max_configs`` (matcher forks of the generic search); see :data:`DEFAULT_LIMITS`.
@@ -108,7 +113,7 @@ def completable(compiled, tokens, *, mask_token_id: int, state=None, final: bool
     vocab = compiled.vocab
     canvas = Canvas(tokens, mask_token_id, vocab.eos_ids if eos_ids is None else eos_ids)
     reader = _reader(compiled, state, lim)
-    return scan(reader, canvas, final, shortcuts=shortcuts)
+    return scan(reader, canvas, final, shortcuts=shortcuts, tail_walk=tail_walk)
 
 
 def tail_fits(compiled, state, k: int, final: bool, **limits) -> bool:
@@ -126,7 +131,7 @@ def tail_fits(compiled, state, k: int, final: bool, **limits) -> bool:
     return bool(reader.alive() and (reader.free_tail() if not final else (reader.accepting() or reader.fits(k))))
 
 
-def scan(reader, canvas: Canvas, final: bool, start: int = 0, shortcuts: bool = True) -> bool:
+def scan(reader, canvas: Canvas, final: bool, start: int = 0, shortcuts: bool = True, tail_walk: bool = True) -> bool:
     """Walk ``canvas`` from position ``start`` with ``reader`` (a point set: ``alive``,
     ``accepting``, ``step_token``, ``step_hole``, ``free_tail``) and decide completability."""
     ids, hole, eos = canvas.ids, canvas.hole, canvas.eos
@@ -141,6 +146,8 @@ def scan(reader, canvas: Canvas, final: bool, start: int = 0, shortcuts: bool = 
                 return True  # EOS here and in every later position
             if shortcuts and canvas.tail_holes[i] and (reader.free_tail() if not final else reader.fits(n - i)):
                 return True
+            if final and not tail_walk and canvas.tail_holes[i] and reader.fits_decides():
+                return False
             if not reader.step_hole():
                 return False
         elif eos[i]:
@@ -207,6 +214,9 @@ class _RegularSet:
     def fits(self, k):
         return False  # (the state sets walk the remaining holes exactly, and cheaply)
 
+    def fits_decides(self):
+        return False
+
     def step_token(self, t):
         nxt = {self.tdfa.next_state(int(q), t) for q in self.states.tolist()}
         nxt.discard(-1)
@@ -272,6 +282,9 @@ class _GrammarChart:
         in bytes, one single-byte token each)."""
         return self.bytes_covered and self.chart.min_bytes() <= k
 
+    def fits_decides(self):
+        return self.bytes_covered
+
     def step_token(self, t):
         v = self.vocab
         if not 0 <= t < v.logits_width or not v.is_normal[t]:
@@ -301,6 +314,9 @@ class _Forks:
         return False
 
     def fits(self, k):
+        return False
+
+    def fits_decides(self):
         return False
 
     def step_token(self, t):

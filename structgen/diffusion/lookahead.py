@@ -23,7 +23,11 @@ completion is committed, and the rest of the block is finished left to right, ea
 taking its most likely token among those that keep the canvas completable.
 
 Invariant: the canvas is completable after every commit (every accepted token has a witness
-or the exact check's proof), so generation never reaches a dead end.  At the prefix
+or the exact check's proof), so generation never reaches a dead end.  For grammars over a
+vocabulary that spells every byte the invariant is kept in a stronger form: the holes after the
+last fixed position can end the output *in single-byte tokens* (the shortest completion in bytes
+fits; ``tail_walk=False`` of :func:`completable`), so left-to-right filling always finds a token
+by that test alone (the first byte of a shortest completion is one).  At the prefix
 position the matcher's own mask filters proposals first (an invalid next token is never
 proposed).  ``final=True`` asks for a whole sentence within the canvas (EOS rules of
 :mod:`.completable`), ``final=False`` for a prefix.
@@ -178,7 +182,7 @@ class Lookahead:
         lim["max_total_nodes"] = min(lim.get("max_total_nodes", self.tail_nodes), self.tail_nodes)
         try:
             return completable(self.compiled, [self.mask] * k, mask_token_id=self.mask, state=m, final=self.final,
-                               eos_ids=self.eos_ids, **lim)
+                               eos_ids=self.eos_ids, tail_walk=False, **lim)
         except LimitExceeded:
             return False
 
@@ -245,7 +249,7 @@ class Lookahead:
         t0 = time.perf_counter()
         try:
             return completable(self.compiled, canvas[self.prefix:], mask_token_id=self.mask, state=self.matcher,
-                               final=self.final, eos_ids=self.eos_ids, **self.limits)
+                               final=self.final, eos_ids=self.eos_ids, tail_walk=False, **self.limits)
         except LimitExceeded:
             self.stats.exact_limits += 1
             return False
