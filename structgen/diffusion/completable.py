@@ -57,28 +57,46 @@ _BYTES_COVERED = caching.LRU(64, name="diffusion.single_bytes")  # vocabulary fi
 class Canvas:
     """A canvas read once: its ids, which positions are holes or EOS, and suffix facts.
 
-    ``tail_free[i]``: every position from ``i`` on is a hole or EOS (EOS may fill them all);
-    ``tail_holes[i]``: every position from ``i`` on is a hole."""
+    ``restrict`` (position -> allowed token ids) narrows some holes to a set of tokens.
+    ``tail_free[i]``: every position from ``i`` on may be EOS (EOS may fill them all);
+    ``tail_holes[i]``: every position from ``i`` on is an unrestricted hole."""
 
-    __slots__ = ("ids", "hole", "eos", "tail_free", "tail_holes")
+    __slots__ = ("ids", "hole", "eos", "tail_free", "tail_holes", "allow")
 
-    def __init__(self, tokens, mask_token_id: int, eos_ids):
+    def __init__(self, tokens, mask_token_id: int, eos_ids, restrict=None, width: int = 0):
         ids = check_tokens(tokens)
         self.ids = ids
         self.hole = ids == int(mask_token_id)
-        eos = np.asarray(sorted(int(e) for e in eos_ids), np.int64)
-        self.eos = np.isin(ids, eos) & ~self.hole
-        free = self.hole | self.eos
+        eos = [int(e) for e in eos_ids]
+        self.eos = (np.isin(ids, eos) if len(eos) > 1 else ids == (eos[0] if eos else -2)) & ~self.hole
         n = ids.shape[0]
+        free = self.hole | self.eos
+        open_ = self.hole.copy()
+        self.allow = {}
+        for i, toks in (restrict or {}).items():
+            i = int(i)
+            if not (0 <= i < n and self.hole[i]):
+                raise ValueError(f"restrict names position {i}, which is not a hole of the canvas")
+            toks = np.asarray(toks, np.int64)
+            mask = np.zeros(max(width, int(toks.max()) + 1 if toks.size else 1), np.uint8)
+            mask[toks[(toks >= 0) & (toks < mask.shape[0])]] = 1
+            self.allow[i] = mask
+            open_[i] = False
+            free[i] = bool(np.isin(eos, toks).any()) if eos else False
         self.tail_free = np.ones(n + 1, bool)
         self.tail_holes = np.ones(n + 1, bool)
-        for i in range(n - 1, -1, -1):
-            self.tail_free[i] = free[i] and self.tail_free[i + 1]
-            self.tail_holes[i] = self.hole[i] and self.tail_holes[i + 1]
+        if n:  # suffix ANDs
+            self.tail_free[:n] = np.logical_and.accumulate(free[::-1])[::-1]
+            self.tail_holes[:n] = np.logical_and.accumulate(open_[::-1])[::-1]
+
+    def eos_may_fill(self, i: int) -> bool:
+        a = self.allow.get(i)
+        return True if a is None else bool(self.tail_free[i])
 
 
 def completable(compiled, tokens, *, mask_token_id: int, state=None, final: bool = False,
-                eos_ids=None, shortcuts: bool = True, **limits) -> bool:
+                eos_ids=None, shortcuts: bool = True, tail_walk: bool = True, restrict=None,
+                **limits) -> bool:
     """True iff some filling of the holes of ``tokens`` makes a valid canvas (module docstring).
 
     Args:
@@ -93,6 +111,12 @@ def completable(compiled, tokens, *, mask_token_id: int, state=None, final: bool
             pad id here when it pads with it).
         shortcuts: False walks trailing holes too instead of the tail tests of the module
             docstring (same answers, slower: for tests).
+        restrict: ``{position: token ids}``: those holes take only these tokens (EOS only if listed).
+        tail_walk: False: with ``final=True``, trailing holes after a grammar point are decided by
+            the shortest-completion test alone (when the vocabulary spells every byte): a
+            *stricter* question -- does a completion fit in single-byte tokens -- answered
+            without walking the holes.  The lookahead keeps this stronger invariant, so that
+            its left-to-right filling always finds a token by the tail test.
         limits: ``max_nodes`` (trie nodes one hole may step), ``max_total_nodes`` (all holes
             together), ``max_items`` (chart items),
             ``max_configs`` (matcher forks of the generic search); see :data:`DEFAULT_LIMITS`.
@@ -106,9 +130,10 @@ def completable(compiled, tokens, *, mask_token_id: int, state=None, final: bool
             raise TypeError(f"completable() got an unexpected keyword argument {k!r}")
         lim[k] = int(v)
     vocab = compiled.vocab
-    canvas = Canvas(tokens, mask_token_id, vocab.eos_ids if eos_ids is None else eos_ids)
+    canvas = Canvas(tokens, mask_token_id, vocab.eos_ids if eos_ids is None else eos_ids, restrict,
+                    vocab.logits_width)
     reader = _reader(compiled, state, lim)
-    return scan(reader, canvas, final, shortcuts=shortcuts)
+    return scan(reader, canvas, final, shortcuts=shortcuts, tail_walk=tail_walk)
 
 
 def tail_fits(compiled, state, k: int, final: bool, **limits) -> bool:
@@ -126,7 +151,19 @@ def tail_fits(compiled, state, k: int, final: bool, **limits) -> bool:
     return bool(reader.alive() and (reader.free_tail() if not final else (reader.accepting() or reader.fits(k))))
 
 
-def scan(reader, canvas: Canvas, final: bool, start: int = 0, shortcuts: bool = True) -> bool:
+def fits_decide_tails(compiled) -> bool:
+    """Whether :func:`tail_fits` answers exactly what ``completable(..., tail_walk=False)`` does for
+    trailing holes of ``compiled`` (grammars over a vocabulary spelling every byte) -- or, for
+    regular constraints, exactly what ``completable`` does."""
+    guarded = getattr(getattr(compiled.grammar, "report", None), "unique_keys", False)
+    if guarded:
+        return False
+    if compiled.is_regular:
+        return True
+    return getattr(compiled, "engine", None) is not None and _single_bytes_covered(compiled.vocab)
+
+
+def scan(reader, canvas: Canvas, final: bool, start: int = 0, shortcuts: bool = True, tail_walk: bool = True) -> bool:
     """Walk ``canvas`` from position ``start`` with ``reader`` (a point set: ``alive``,
     ``accepting``, ``step_token``, ``step_hole``, ``free_tail``) and decide completability."""
     ids, hole, eos = canvas.ids, canvas.hole, canvas.eos
@@ -137,11 +174,13 @@ def scan(reader, canvas: Canvas, final: bool, start: int = 0, shortcuts: bool = 
         return False
     for i in range(start, n):
         if hole[i]:
-            if canvas.tail_free[i + 1] and reader.accepting():
+            if canvas.tail_free[i + 1] and canvas.eos_may_fill(i) and reader.accepting():
                 return True  # EOS here and in every later position
             if shortcuts and canvas.tail_holes[i] and (reader.free_tail() if not final else reader.fits(n - i)):
                 return True
-            if not reader.step_hole():
+            if final and not tail_walk and canvas.tail_holes[i] and reader.fits_decides():
+                return False
+            if not reader.step_hole(canvas.allow.get(i)):
                 return False
         elif eos[i]:
             return bool(canvas.tail_free[i + 1]) and reader.accepting()
@@ -207,6 +246,9 @@ class _RegularSet:
     def fits(self, k):
         return False  # (the state sets walk the remaining holes exactly, and cheaply)
 
+    def fits_decides(self):
+        return False
+
     def step_token(self, t):
         nxt = {self.tdfa.next_state(int(q), t) for q in self.states.tolist()}
         nxt.discard(-1)
@@ -215,8 +257,16 @@ class _RegularSet:
         self.states = np.array(sorted(nxt), np.int64)
         return True
 
-    def step_hole(self):
-        parts = [successors(self.tdfa, int(q)) for q in self.states.tolist()]
+    def step_hole(self, allow=None):
+        if allow is not None:
+            parts = []
+            for q in self.states.tolist():
+                toks, nexts = self.tdfa.row(int(q))
+                ok = (nexts >= 0) & (toks < allow.shape[0])
+                ok[ok] = allow[toks[ok]] > 0
+                parts.append(nexts[ok].astype(np.int64))
+        else:
+            parts = [successors(self.tdfa, int(q)) for q in self.states.tolist()]
         nxt = np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
         if nxt.shape[0] == 0:
             return False
@@ -272,14 +322,17 @@ class _GrammarChart:
         in bytes, one single-byte token each)."""
         return self.bytes_covered and self.chart.min_bytes() <= k
 
+    def fits_decides(self):
+        return self.bytes_covered
+
     def step_token(self, t):
         v = self.vocab
         if not 0 <= t < v.logits_width or not v.is_normal[t]:
             return False
         return self.chart.step_bytes(v.token_data[v.token_offsets[t]:v.token_offsets[t + 1]])
 
-    def step_hole(self):
-        return self.chart.step_hole()
+    def step_hole(self, allow=None):
+        return self.chart.step_hole(allow)
 
 
 class _Forks:
@@ -303,17 +356,20 @@ class _Forks:
     def fits(self, k):
         return False
 
+    def fits_decides(self):
+        return False
+
     def step_token(self, t):
         self.ms = [m for m in self.ms if m.advance(t)]
         return bool(self.ms)
 
-    def step_hole(self):
+    def step_hole(self, allow=None):
         out = []
         for m in self.ms:
             words = np.asarray(m.mask_words(), np.uint32)
             bits = np.unpackbits(words.view(np.uint8), bitorder="little")
             for t in np.flatnonzero(bits).tolist():
-                if t in self.eos:
+                if t in self.eos or (allow is not None and (t >= allow.shape[0] or not allow[t])):
                     continue
                 f = m.fork()
                 if f.advance(t):

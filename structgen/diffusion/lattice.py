@@ -157,9 +157,10 @@ def _join(items, set_off, n0, ns, front, nf, out_items, out_set_off, out_ns0, ou
 @njit(cache=True, nogil=True)
 def hole_walk(items, set_off, n0, front, nfront, fst, comp,
               NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr, trans, gacc, gout, gterm, tstart,
-              mark, stampbox, node_byte, node_depth, node_end, tok_ptr,
+              mark, stampbox, node_byte, node_depth, node_end, tok_ptr, tok_ids, allow,
               out_items, out_set_off, out_ns, out_front, fkeys, reach, cmap, enc, skeys, svals, max_nodes):
-    """One hole: every token of the trie from the point (``n0`` sets, frontier ``front``), joined.
+    """One hole: every token of the trie from the point (``n0`` sets, frontier ``front``), joined
+    (only tokens ``t`` with ``allow[t]`` when ``allow`` is not empty).
 
     The work chart ``items``/``set_off`` holds the point's sets below ``n0`` and is scratch
     above; ``fst[d]`` is the frontier after the ``d`` bytes of the current trie path.  The output
@@ -199,7 +200,14 @@ def hole_walk(items, set_off, n0, front, nfront, fst, comp,
             continue
         nsets[d] = ns2
         nfs[d] = nf2
-        if tok_ptr[c + 1] > tok_ptr[c]:
+        ends = tok_ptr[c + 1] > tok_ptr[c]
+        if ends and allow.shape[0] > 0:
+            ends = False
+            for q in range(tok_ptr[c], tok_ptr[c + 1]):
+                if allow[tok_ids[q]]:
+                    ends = True
+                    break
+        if ends:
             acc_any = acc_any or acc
             st, out_ns, out_nf = _join(items, set_off, n0, ns2, fst[d], nf2, out_items, out_set_off, out_ns0,
                                        out_ns, out_front, out_nf, fkeys, reach, cmap, enc, skeys, svals)
@@ -207,6 +215,9 @@ def hole_walk(items, set_off, n0, front, nfront, fst, comp,
                 return st, out_ns, out_nf, acc_any, nodes
         c += 1
     return OK, out_ns, out_nf, acc_any, nodes
+
+
+_ALL = np.zeros(0, np.uint8)  # (no filter)
 
 
 def _pow2(n: int) -> int:
@@ -322,8 +333,10 @@ class Chart:
         self.n_sets, self.front, self.acc = int(ns), self.fbuf[which, :nf].copy(), bool(acc)
         return True
 
-    def step_hole(self) -> bool:
-        """Join every token after the current point (see :func:`hole_walk`)."""
+    def step_hole(self, allow: np.ndarray | None = None) -> bool:
+        """Join every token after the current point (see :func:`hole_walk`); with ``allow`` (bool
+        per token id) only those it allows."""
+        allow = _ALL if allow is None else np.ascontiguousarray(allow, np.uint8)
         trie = self.engine.trie
         depth = int(trie.max_depth) + 2
         used = int(self.set_off[self.n_sets])
@@ -354,6 +367,7 @@ class Chart:
             st, out_ns, out_nf, acc, nodes = hole_walk(
                 self.items, self.set_off, self.n_sets, self.front, self.front.shape[0], fst, self.comp, *self.ga,
                 self.mark, self.stamp, trie.node_byte, trie.node_depth, trie.node_end, trie.tok_ptr,
+                trie.tok_ids, allow,
                 out_items, out_set_off, self.n_sets, out_front, fkeys, reach, cmap, enc, skeys, svals, budget)
             if st == OK:
                 break

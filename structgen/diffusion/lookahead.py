@@ -23,7 +23,11 @@ completion is committed, and the rest of the block is finished left to right, ea
 taking its most likely token among those that keep the canvas completable.
 
 Invariant: the canvas is completable after every commit (every accepted token has a witness
-or the exact check's proof), so generation never reaches a dead end.  At the prefix
+or the exact check's proof), so generation never reaches a dead end.  For grammars over a
+vocabulary that spells every byte the invariant is kept in a stronger form: the holes after the
+last fixed position can end the output *in single-byte tokens* (the shortest completion in bytes
+fits; ``tail_walk=False`` of :func:`completable`), so left-to-right filling always finds a token
+by that test alone (the first byte of a shortest completion is one).  At the prefix
 position the matcher's own mask filters proposals first (an invalid next token is never
 proposed).  ``final=True`` asks for a whole sentence within the canvas (EOS rules of
 :mod:`.completable`), ``final=False`` for a prefix.
@@ -39,7 +43,7 @@ from ..errors import LimitExceeded, StructgenError
 from ..kernels.bitmask import bitmask_to_ids
 from .. import caching
 from ..runtime.batch import fill_bitmasks
-from .completable import completable, tail_fits
+from .completable import completable, fits_decide_tails, tail_fits
 from .sampler import BlockStep, register_method
 
 __all__ = ["Lookahead", "LookaheadStats", "DEFAULTS", "denoise"]
@@ -126,6 +130,7 @@ class Lookahead:
         self.tail_nodes = int(tail_nodes)
         self.first_tries = int(first_tries)
         self.exact_max_holes = None if exact_max_holes is None else int(exact_max_holes)
+        self._fits_decide = fits_decide_tails(compiled)
         self.stats = LookaheadStats()
         self._start = compiled.matcher() if state is None else state.fork()
         self.reset()
@@ -174,11 +179,13 @@ class Lookahead:
         ``tail_nodes`` trie nodes (past it: not verified, the beam fails)."""
         if k == 0 or m.is_terminated():
             return (m.is_terminated() or m.is_accepting()) if self.final else True
+        if self._fits_decide:
+            return tail_fits(self.compiled, m, k, self.final, **self.limits)
         lim = dict(self.limits)
         lim["max_total_nodes"] = min(lim.get("max_total_nodes", self.tail_nodes), self.tail_nodes)
         try:
             return completable(self.compiled, [self.mask] * k, mask_token_id=self.mask, state=m, final=self.final,
-                               eos_ids=self.eos_ids, **lim)
+                               eos_ids=self.eos_ids, tail_walk=False, **lim)
         except LimitExceeded:
             return False
 
@@ -245,7 +252,7 @@ class Lookahead:
         t0 = time.perf_counter()
         try:
             return completable(self.compiled, canvas[self.prefix:], mask_token_id=self.mask, state=self.matcher,
-                               final=self.final, eos_ids=self.eos_ids, **self.limits)
+                               final=self.final, eos_ids=self.eos_ids, tail_walk=False, **self.limits)
         except LimitExceeded:
             self.stats.exact_limits += 1
             return False
@@ -382,6 +389,36 @@ class Lookahead:
                 continue
             self._commit(canvas, p, self._best_valid(canvas, lp, p))
 
+    def _restricted(self, canvas, p, toks):
+        """:func:`completable` of the canvas with hole ``p`` narrowed to ``toks`` (None: a bound passed)."""
+        self.stats.exact_checks += 1
+        t0 = time.perf_counter()
+        try:
+            return completable(self.compiled, canvas[self.prefix:], mask_token_id=self.mask, state=self.matcher,
+                               final=self.final, eos_ids=self.eos_ids, tail_walk=False,
+                               restrict={p - self.prefix: toks}, **self.limits)
+        except LimitExceeded:
+            self.stats.exact_limits += 1
+            return None
+        finally:
+            self.stats.exact_seconds.append(time.perf_counter() - t0)
+
+    def _witness(self, canvas, p, order):
+        """The first token of ``order`` at hole ``p`` that keeps the canvas completable, by binary
+        search over prefixes of ``order`` with the exact check on a narrowed hole (about
+        log2(len(order)) checks); None when none is proven."""
+        if order.size == 0 or not self._restricted(canvas, p, order):
+            return None
+        lo, hi = 0, order.size  # some token of order[:hi] works
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self._restricted(canvas, p, order[:mid]):
+                hi = mid
+            else:
+                lo = mid
+        t = int(order[hi - 1])
+        return t if self._restricted(canvas, p, order[hi - 1:hi]) else None
+
     def _best_valid(self, canvas, lp, p) -> int:
         """A likely token at the prefix hole ``p`` that keeps the canvas completable: the best
         few allowed tokens by the beam's check alone, then the allowed single-byte tokens (the
@@ -415,6 +452,15 @@ class Lookahead:
                 if f.advance(t) and tail_fits(self.compiled, f, k, self.final, **self.limits):
                     return t
             tried = set(order.tolist())  # what is left needs a walk of the tail: the full checks below
+        else:  # fixed tokens later: a wide beam from here finds a verified filling (p included)
+            fill = self.beam(canvas, lp, max(8, 2 * self.beam_width))
+            if fill is not None and p in fill and fill[p] not in banned:
+                self.cache = fill
+                return fill[p]
+            cand = np.array([t for t in order.tolist() if t not in banned], np.int64)
+            t = self._witness(canvas, p, cand)
+            if t is not None:
+                return t
         for tier, exact in ((order[:self.first_tries].tolist() + eos_first, False), (short.tolist(), False),
                             (order.tolist(), True)):
             for t in tier:
