@@ -162,7 +162,7 @@ class TagsMixin:
             placed.append((t, content_spec(cls, t.content, whitespace, strict, engine), k))
         if isinstance(free_text, str):
             free_text = cls.from_regex(free_text)
-        if isinstance(free_text, cls) and free_text.kind == "cfg":
+        if isinstance(free_text, cls) and free_text.kind != "regular":
             raise GrammarError("Grammar.tags(free_text=...) takes a regular grammar (a regex): free text must "
                                "exclude the triggers")
         meta = TagSet(placed, triggers, free_text, min_calls, max_calls)
@@ -186,7 +186,7 @@ class TagsMixin:
         spec = content_spec(cls, answer, whitespace, strict, engine)
         if isinstance(thinking, str):
             thinking = cls.from_regex(thinking)
-        if thinking is not None and (not isinstance(thinking, cls) or thinking.kind == "cfg"):
+        if thinking is not None and (not isinstance(thinking, cls) or thinking.kind != "regular"):
             raise GrammarError("Grammar.reasoning(thinking=...) takes a regex or a regular Grammar")
         if not isinstance(end, (str, cls)) or (isinstance(end, str) and not end):
             raise GrammarError("Grammar.reasoning() needs a non-empty end marker")
@@ -198,10 +198,11 @@ class TagsMixin:
             if stop is not None and all(not special for _, special in split_specials(stop, vocab)):
                 # thoughts end at the first end marker written as text
                 body = lazy(ir.seq(ir.And((body, ir.Not(_containing(ir.literal(stop))))), ir.literal(stop)))
-                think = cls("regular", node=body, key=("thoughts", stop))
-                parts = [think]
+                tkey = None if thinking is None else thinking.key
+                parts = [cls("regular", node=body, key=("thoughts", tkey, stop))]
             else:
-                parts = [cls("regular", node=body, key=("thoughts", None)), cls.marker(end)]
+                tkey = None if thinking is None else thinking.key
+                parts = [cls("regular", node=body, key=("thoughts", tkey, None)), cls.marker(end)]
             head = [cls.marker(begin)] if begin is not None else []
             return cls.sequence(*head, *parts, cls.from_regex(separator), spec.grammar)
 
@@ -242,9 +243,10 @@ def _build_tags(cls, meta: TagSet, vocab):
         if pieces is not None and all(not special for _, special in pieces):
             text_triggers.append(text)
     free = meta.free_text.node if isinstance(meta.free_text, cls) else ANY_TEXT
+    fkey = meta.free_text.key if isinstance(meta.free_text, cls) else meta.free_text
     if text_triggers:
         free = ir.And((free, ir.Not(ir.alt(*[_containing(ir.literal(t)) for t in text_triggers]))))
-    free_g = cls("regular", node=free, key=("free text", tuple(text_triggers)))
+    free_g = cls("regular", node=free, key=("free text", fkey, tuple(text_triggers)))
     any_trigger = ir.alt(*[ir.literal(t) for t in text_triggers]) if text_triggers else None
     for k, tr in enumerate(meta.triggers):
         text = _text_of(tr)
@@ -253,7 +255,7 @@ def _build_tags(cls, meta: TagSet, vocab):
         elif text is not None and text in text_triggers:
             # free text up to the first trigger of all: never a later one
             node = ir.And((lazy(ir.seq(free, any_trigger)), ir.seq(ANY_TEXT, ir.literal(text))))
-            heads.append(cls("regular", node=node, key=("free text then", text, tuple(text_triggers))))
+            heads.append(cls("regular", node=node, key=("free text then", fkey, text, tuple(text_triggers))))
         else:
             heads.append(cls.sequence(free_g, cls.marker(tr)))
     calls = []
