@@ -17,3 +17,14 @@ from tests.helpers import ALL_TOKENIZERS, TOKENIZERS_DIR, load_vocab  # noqa: F4
 def vocab():
     """``vocab(name)`` -> the cached Vocabulary of a fixture tokenizer (see tests/helpers.py)."""
     return load_vocab
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """torch on one thread for a module (2 shared cores: its pool under contention is ~10x slower)."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

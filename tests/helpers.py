@@ -25,6 +25,19 @@ MODEL_LOGITS_WIDTH = {"gpt2": None, "llama3": None, "qwen2.5": 151936, "qwen3": 
                       "llama2": None, "mistral": None}
 
 
+def tiny_llama(vocab_size: int, *, seed: int = 0, layers: int = 1, hidden: int = 32, max_positions: int = 512):
+    """A random-weight Llama small enough for tests (eval mode, seeded): over a real vocabulary it
+    picks among the allowed tokens almost uniformly."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden,
+                      num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=2,
+                      max_position_embeddings=max_positions, bos_token_id=None, eos_token_id=None, pad_token_id=0)
+    return LlamaForCausalLM(cfg).eval()
+
+
 @lru_cache(maxsize=None)
 def load_tokenizer(name: str):
     """The Hugging Face tokenizer of a fixture folder (loaded offline, cached)."""

@@ -49,13 +49,7 @@ class Biased(torch.nn.Module):
         return out
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    # 2 shared cores: torch's thread pool under contention is 10x slower than one thread
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -23,12 +23,7 @@ SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0
           "required": ["n", "t"], "additionalProperties": False}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

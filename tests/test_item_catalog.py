@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import random
 
-import numpy as np
 import pytest
-import torch
 from hypothesis import given, settings, strategies as st
 
 import structgen as sg
@@ -15,6 +13,7 @@ from structgen.errors import StructgenError
 from structgen.index.catalog import ItemCatalog
 from structgen.index.items import ItemIndex
 from structgen.runtime.item_matcher import ItemMatcher
+from tests.helpers import tiny_llama
 
 EOS = 9
 
@@ -87,11 +86,8 @@ def test_bad_additions_name_the_item():
 
 
 def test_matcher_and_beam_search_take_a_changed_catalogue():
-    from transformers import LlamaConfig, LlamaForCausalLM
-    torch.manual_seed(0)
     V = 40
-    model = LlamaForCausalLM(LlamaConfig(vocab_size=V, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                         num_attention_heads=2, num_key_value_heads=2)).eval()
+    model = tiny_llama(V, hidden=16)
     rng = random.Random(1)
     base = {tuple(rng.randrange(1, 39) for _ in range(3)) for _ in range(200)}
     cat = ItemCatalog(ItemIndex.from_token_ids([list(s) for s in base], V, 39), merge_fraction=None)

@@ -18,13 +18,11 @@ import re
 import jsonschema
 import pytest
 import regex
-import torch
 from pydantic import BaseModel, Field
-from transformers import LlamaConfig, LlamaForCausalLM
 
 import structgen as sg
 from structgen.errors import OptionError
-from tests.helpers import load_tokenizer, load_vocab
+from tests.helpers import load_tokenizer, load_vocab, tiny_llama
 
 PIECES = [c.encode() for c in '{}[]:,"abx015.-e \n\\'] + [
     b"00", b".5", b"1.", b"e-", b'":', b',"', b"5e", b"-1", b'"x', b"0}", b"  ", b"\n ", b'a"', b"10", b"\\n",
@@ -174,7 +172,6 @@ def members(schema, engine, layout, max_whitespace, prefix_ok, member_ok, n):
 
 def check_masks(cg, found, n, slack):
     """The allowed tokens at every prefix of a member of at most ``n - slack`` characters."""
-    vocab = cg.vocab
     prefixes = {t[:i] for t in found for i in range(len(t) + 1)}
     checked = 0
     for p in sorted(x for x in prefixes if len(x) <= n - slack):
@@ -356,18 +353,11 @@ class Order(BaseModel):
 
 
 @pytest.fixture(scope="module")
-def random_llama():
+def random_llama(one_torch_thread):
     """A tiny random-weight Llama over the real llama3 vocabulary: it picks among the allowed
     tokens almost uniformly (the harshest case for runaway digits and whitespace)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the machine is shared: one thread is faster than contended ones
-    torch.manual_seed(0)
     vocab = load_vocab("llama3")
-    cfg = LlamaConfig(vocab_size=vocab.logits_width, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512,
-                      bos_token_id=None, eos_token_id=None, pad_token_id=0)
-    yield sg.Generator(LlamaForCausalLM(cfg).eval(), load_tokenizer("llama3"), vocab=vocab, chat=False)
-    torch.set_num_threads(threads)
+    return sg.Generator(tiny_llama(vocab.logits_width), load_tokenizer("llama3"), vocab=vocab, chat=False)
 
 
 @pytest.mark.parametrize("whitespace", ["compact", "flexible"])

@@ -24,12 +24,7 @@ PIECES = [b"a", b"b", b"ab", b"ba", b"x", b",", b"[", b"]", b'"', b" ", b"y", b"
 EOS = len(PIECES)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 class Sharp(torch.nn.Module):

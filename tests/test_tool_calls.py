@@ -14,10 +14,9 @@ import jsonschema
 import pytest
 import torch
 from pydantic import BaseModel, Field
-from transformers import LlamaConfig, LlamaForCausalLM
 
 import structgen as sg
-from tests.helpers import load_llama31_tokenizer, load_llama31_vocab, load_tokenizer, load_vocab
+from tests.helpers import load_llama31_tokenizer, load_llama31_vocab, load_tokenizer, load_vocab, tiny_llama
 
 
 class GetWeather(BaseModel):
@@ -33,14 +32,6 @@ class SearchWeb(BaseModel):
 LOOKUP = {"title": "lookup", "type": "object", "properties": {"id": {"enum": ["x1", "y22"]}}, "required": ["id"]}
 TOOLS = {"wx": GetWeather, "web": SearchWeb, "id": LOOKUP}  # short names: fewer tokens to generate
 N = 200
-
-
-def tiny_llama(vocab_size, seed=0):
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=256,
-                      bos_token_id=None, eos_token_id=None, pad_token_id=0)
-    return LlamaForCausalLM(cfg).eval()
 
 
 class Gumbel(torch.nn.Module):
@@ -66,12 +57,7 @@ class Gumbel(torch.nn.Module):
         return out
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def setup(name):
@@ -109,7 +95,7 @@ RUNS = {"hermes": [("qwen2.5", "<tool_call>", 8), ("mistral", None, 192)],
 def generator(name):
     """A Generator of a tiny random model (Gumbel-noised) for a fixture vocabulary, shared by the tests."""
     tok, vocab = setup(name)
-    return sg.Generator(Gumbel(tiny_llama(vocab.logits_width, seed=len(name)), seed=1), tok, vocab=vocab)
+    return sg.Generator(Gumbel(tiny_llama(vocab.logits_width, seed=len(name), max_positions=256), seed=1), tok, vocab=vocab)
 
 
 @pytest.mark.parametrize("fmt", sorted(RUNS))
@@ -139,7 +125,7 @@ def test_200_generations_parse_into_valid_calls(fmt):
 def test_sampled_generations(fmt):
     """The decoder's own sampler (temperature 1)."""
     tok, vocab = setup("mistral")
-    gen = sg.Generator(tiny_llama(vocab.logits_width, seed=3), tok, vocab=vocab)
+    gen = sg.Generator(tiny_llama(vocab.logits_width, seed=3, max_positions=256), tok, vocab=vocab)
     g = sg.tool_calls(TOOLS, format=fmt, free_text=r"[a-z]", min_calls=2, max_calls=2, max_parallel=2,
                       engine="dfa")
     outs = gen([f"Request {i}:" for i in range(8)], grammar=g, max_new_tokens=200, temperature=1.0, seed=5)
@@ -155,7 +141,7 @@ def test_generate_tools_keyword_and_reasoning():
     assert all(isinstance(c.arguments, GetWeather) for c in out.tool_calls) and out.value == out.tool_calls
     assert out.content == "".join(s for s in out.parts.segments if isinstance(s, str))
     tok3, vocab3 = setup("qwen3")
-    gen = sg.Generator(tiny_llama(vocab3.logits_width, seed=2), tok3, vocab=vocab3)
+    gen = sg.Generator(tiny_llama(vocab3.logits_width, seed=2, max_positions=256), tok3, vocab=vocab3)
     g = sg.Grammar.reasoning(GetWeather, thinking=r"[a-z ]{0,6}", engine="dfa")
     outs = gen([f"q{i}" for i in range(4)], grammar=g, max_new_tokens=64)
     for o in outs:

@@ -57,6 +57,12 @@ class GenerationResult:
         """Σ_t −log Z_t (nats): how hard the constraint pushed against the model (0 = never)."""
         return float(-sum(self.log_kept_mass))
 
+    def _require_complete(self) -> None:
+        if not self.complete:
+            raise GenerationError(
+                f"the output is incomplete: generation stopped at max_new_tokens after {len(self.token_ids)} "
+                f"tokens ({self.constraint}); raise max_new_tokens. Text so far: {clip_text(self.text)}", self)
+
     @property
     def parts(self):
         """The output cut into free text, reasoning and calls (:class:`structgen.tools.ParsedOutput`):
@@ -65,10 +71,7 @@ class GenerationResult:
         if self._parts is None:
             if self._cut is None:
                 raise GenerationError(f"the constraint ({self.constraint}) has no tags or tool calls to read", self)
-            if not self.complete:
-                raise GenerationError(
-                    f"the output is incomplete: generation stopped at max_new_tokens after {len(self.token_ids)} "
-                    f"tokens ({self.constraint}); raise max_new_tokens. Text so far: {clip_text(self.text)}", self)
+            self._require_complete()
             try:
                 self._parts = self._cut(self.token_ids)
             except Exception as e:
@@ -98,10 +101,7 @@ class GenerationResult:
             self._value = p.answer if p.reasoning is not None and not p.segments else p.tool_calls
             self._parsed = True
         if not self._parsed:
-            if not self.complete:
-                raise GenerationError(
-                    f"the output is incomplete: generation stopped at max_new_tokens after {len(self.token_ids)} "
-                    f"tokens ({self.constraint}); raise max_new_tokens. Text so far: {clip_text(self.text)}", self)
+            self._require_complete()
             try:
                 self._value = self._parse(self.text)
             except Exception as e:

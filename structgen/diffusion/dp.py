@@ -172,10 +172,20 @@ def _fail(what: str, rows) -> GenerationError:
                            "log-probabilities allow leaves the language, or cannot finish in the positions given")
 
 
-def _device_tensors(p: Prepared):
+def _torch_args(p: Prepared) -> tuple:
+    """The torch kernels' leading arguments: (log-probs as float, mode, tok, start, endw) on the
+    log-probs' device."""
     dev = p.lp.device
-    return (torch.from_numpy(p.mode.astype(np.int64)).to(dev), torch.from_numpy(p.tok).to(dev),
+    lp = p.lp if p.lp.dtype in (torch.float32, torch.float64) else p.lp.float()
+    return (lp, torch.from_numpy(p.mode.astype(np.int64)).to(dev), torch.from_numpy(p.tok).to(dev),
             torch.from_numpy(p.start).to(dev), torch.from_numpy(p.endw).to(dev))
+
+
+def _check_rows(what: str, log_z) -> None:
+    """Raise the GenerationError of :func:`_fail` for the rows whose valid mass is zero."""
+    bad = torch.isinf(log_z)
+    if bool(bad.any()):
+        raise _fail(what, torch.nonzero(bad).flatten().tolist())
 
 
 def dingo(log_probs, compiled, *, masked=None, state=None, final=False, fixed=None, eos_ids=(), tail_holes=0,
@@ -193,12 +203,8 @@ def dingo(log_probs, compiled, *, masked=None, state=None, final=False, fixed=No
     t = p.trans
     B, L = p.mode.shape
     if _backend(p, backend) == "torch":
-        lp = p.lp if p.lp.dtype in (torch.float32, torch.float64) else p.lp.float()
-        mode, tok, start, endw = _device_tensors(p)
-        tokens, score = dingo_torch(lp, mode, tok, start, endw, t, fixed_any=bool((p.mode == 1).any()))
-        bad = torch.isinf(score)
-        if bool(bad.any()):
-            raise _fail("dingo", torch.nonzero(bad).flatten().tolist())
+        tokens, score = dingo_torch(*_torch_args(p), t, fixed_any=bool((p.mode == 1).any()))
+        _check_rows("dingo", score)
     else:
         lp = _host(p)
         tokens = np.full((B, L), -1, dtype=np.int64)
@@ -259,15 +265,10 @@ def sample(log_probs, compiled, *, masked=None, state=None, final=False, num_sam
     holes = p.interior_holes
     use_torch = _backend(p, backend) == "torch" and not holes.any()
     if use_torch:
-        lp = p.lp if p.lp.dtype in (torch.float32, torch.float64) else p.lp.float()
-        mode, tok, start, endw = _device_tensors(p)
         if generator is not None and not isinstance(generator, torch.Generator):
             raise OptionError("the torch backend samples with a torch.Generator (or None)")
-        out, log_z = sample_torch(lp, mode, tok, start, endw, t, S, generator=generator,
-                                  fixed_any=bool((p.mode == 1).any()))
-        bad = torch.isinf(log_z)
-        if bool(bad.any()):
-            raise _fail("sample", torch.nonzero(bad).flatten().tolist())
+        out, log_z = sample_torch(*_torch_args(p), t, S, generator=generator, fixed_any=bool((p.mode == 1).any()))
+        _check_rows("sample", log_z)
     else:
         rng = _numpy_rng(generator)
         lp = _host(p)
@@ -316,12 +317,8 @@ def marginals(log_probs, compiled, *, masked=None, state=None, final=False, fixe
     V = int(p.lp.shape[-1])
     holes = p.interior_holes
     if _backend(p, backend) == "torch" and not holes.any():
-        lp = p.lp if p.lp.dtype in (torch.float32, torch.float64) else p.lp.float()
-        mode, tok, start, endw = _device_tensors(p)
-        probs, log_z = marginals_torch(lp, mode, tok, start, endw, t, fixed_any=bool((p.mode == 1).any()))
-        bad = torch.isinf(log_z)
-        if bool(bad.any()):
-            raise _fail("marginals", torch.nonzero(bad).flatten().tolist())
+        probs, log_z = marginals_torch(*_torch_args(p), t, fixed_any=bool((p.mode == 1).any()))
+        _check_rows("marginals", log_z)
     else:
         lp = _host(p)
         probs = np.zeros((B, L, V), dtype=np.float64)
