@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..kernels.graph import reverse_csr
+
 ST_DONE = 0
 ST_BUDGET = 1
 ST_LIMIT = 2
@@ -454,22 +456,7 @@ def trim(trans, acc):
     n = trans.shape[0]
     k = trans.shape[1]
     # Co-reachability by reverse fixpoint over a reverse CSR.
-    rptr = np.zeros(n + 1, np.int64)
-    for s in range(n):
-        for c in range(k):
-            t = trans[s, c]
-            if t >= 0:
-                rptr[t + 1] += 1
-    for i in range(n):
-        rptr[i + 1] += rptr[i]
-    rsrc = np.empty(rptr[n], np.int64)
-    fill = rptr[:-1].copy()
-    for s in range(n):
-        for c in range(k):
-            t = trans[s, c]
-            if t >= 0:
-                rsrc[fill[t]] = s
-                fill[t] += 1
+    rptr, rsrc = reverse_csr(trans)
     live = np.zeros(n, np.bool_)
     stack = np.empty(n, np.int64)
     top = 0

@@ -27,6 +27,7 @@ import numpy as np
 from numba import njit
 
 from .. import caching
+from ..kernels.graph import reverse_csr
 from ..cfg import earley
 from ..errors import LimitExceeded
 
@@ -410,22 +411,7 @@ _INF = np.int64(1) << 40
 def _lexer_distances(trans, gacc):
     """Per lexer state the fewest bytes to an accepting state (``_INF``: none), by a backward BFS."""
     S = trans.shape[0]
-    cnt = np.zeros(S + 1, np.int64)
-    for s in range(S):
-        for b in range(256):
-            t = trans[s, b]
-            if t >= 0:
-                cnt[t + 1] += 1
-    for s in range(S):
-        cnt[s + 1] += cnt[s]
-    pred = np.empty(cnt[S], np.int64)
-    fill = cnt[:S].copy()
-    for s in range(S):
-        for b in range(256):
-            t = trans[s, b]
-            if t >= 0:
-                pred[fill[t]] = s
-                fill[t] += 1
+    cnt, pred = reverse_csr(trans)
     dist = np.full(S, _INF, np.int64)
     queue = np.empty(S, np.int64)
     qh, qt = 0, 0
