@@ -46,3 +46,25 @@ def test_surrogate_positions():
     with pytest.raises(sg.GrammarError) as ei:
         sg.Grammar.from_gbnf("root ::= " + "(" * 300 + '"x"' + ")" * 300)
     assert ei.value.column == 10 + 200
+
+
+def test_lark_nesting_limit_does_not_depend_on_the_recursion_limit():
+    """Groups nested deeper than MAX_NESTING are refused with the deepest group's position even
+    when the interpreter's recursion limit would let Lark's loader through (CI once ran with a
+    raised one and compiled the 200-deep seed)."""
+    import sys
+
+    from structgen.frontends import lark as lark_frontend
+
+    limit = lark_frontend.MAX_NESTING
+    ok = "start: " + "(" * limit + '"a"' + ")" * limit
+    bad = "start: " + "(" * (limit + 1) + '"a"' + ")" * (limit + 1)
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(100_000)
+    try:
+        with pytest.raises(sg.GrammarError, match=f"nested {limit + 1} deep") as e:
+            sg.Grammar.from_lark(bad)
+    finally:
+        sys.setrecursionlimit(old)
+    assert (e.value.line, e.value.column) == (1, len("start: ") + limit + 1)
+    assert sg.compile(sg.Grammar.from_lark(ok), VOCAB).matcher().advance_bytes(b"a")

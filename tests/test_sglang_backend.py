@@ -43,7 +43,9 @@ from structgen.integrations.serving import grammar_for  # noqa: E402
 from tests.helpers import TOKENIZERS_DIR  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8}, "n": {"type": "integer"},
+# No maxLength on strings: xgrammar 0.2.9 writes a length-bounded string as [^"\\]{0,n}, which
+# refuses escapes and accepts raw control characters (invalid JSON); structgen does not follow it.
+SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "integer"},
                                            "ok": {"type": "boolean"}}, "required": ["name", "n", "ok"]}
 DOC = '{"name": "Ada", "n": 12, "ok": true}'
 
@@ -128,7 +130,7 @@ def test_tree_walk_matches_xgrammar(tokenizer, backends):
     width = len(tokenizer)
     eos = tokenizer.eos_token_id
     ids = tokenizer.encode(DOC) + [eos]
-    bad = tokenizer.encode("]]", add_special_tokens=False)[0]
+    bad = tokenizer.convert_tokens_to_ids("\u0101")  # the byte 0x01: never valid in these constraints
     ref = sg.compile(grammar_for("json", key[1]), ours_backend.vocab).matcher()
     # tree: 0 -> 1 (right) | 2 (wrong);  1 -> 3 (right) | 5 (another);  3 -> 4 (right)
     nxt = torch.tensor([[1, 3, -1, 4, -1, -1]])
@@ -175,7 +177,7 @@ def test_jump_forward_and_retokenize(tokenizer, backends):
     g = {"structgen": compiled(ours_backend, key), "xgrammar": compiled(xgr_backend, key)}
     width = len(tokenizer)
     out = []
-    for prefix in ("", '{"name": "Ada"', '{"name": "Ada", "n": 12'):
+    for prefix in ("", '{"name": "Ada"', '{"name": "Ada", "n": 12,'):
         ids = tokenizer.encode(prefix) if prefix else []
         for grammar in g.values():   # bring both to the end of `prefix` (re-tokenized from scratch)
             grammar.jump_and_retokenize(out, ids, -1)

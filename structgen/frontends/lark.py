@@ -80,9 +80,15 @@ def _definitions(text: str) -> dict:
     return out
 
 
+#: groups (``(...)``, ``[...]``) nested deeper are refused before Lark's recursive grammar loader
+#: runs, so that the verdict does not depend on the interpreter's recursion limit in effect
+MAX_NESTING = 150
+
+
 def _deepest_group(text: str):
-    """(line, column) of the first parenthesis at the greatest nesting depth (outside literals)."""
-    depth, best, at = 0, -1, (1, 1)
+    """(depth, line, column): the greatest nesting depth of groups (outside literals) and the
+    position of the first parenthesis at that depth."""
+    depth, best, at = 0, 0, (1, 1)
     for m in re.finditer(r"""//[^\n]*|/(?!/)(?:\\.|[^/\\\n])+/|"(?:\\.|[^"\\\n])*"|[()\[\]]""", text):
         c = m.group(0)
         if c in "([":
@@ -91,7 +97,7 @@ def _deepest_group(text: str):
                 best, at = depth, _at(text, m.start())
         elif c in ")]":
             depth -= 1
-    return at
+    return (best,) + at
 
 
 def _bad_regex_position(text: str, default=(1, 1)):
@@ -202,6 +208,9 @@ def _lark_to_cfg(text: str, start: str, import_paths=(), source_path=None) -> CF
 
     # Lark's grammar loader and EBNF->BNF compiler, exactly what Lark(...) runs before
     # building its own parser and lexer (which we do not need: half of its load time)
+    depth, line, column = _deepest_group(text)
+    if depth > MAX_NESTING:
+        raise GrammarError(f"Lark grammar: groups nested {depth} deep (at most {MAX_NESTING})", line, column)
     try:
         grammar = _fast_grammar(text)
         if grammar is None:
@@ -217,7 +226,7 @@ def _lark_to_cfg(text: str, start: str, import_paths=(), source_path=None) -> CF
                            *_import_position(text, str(name))) from None
     except RecursionError:
         raise GrammarError("Lark grammar: nested too deeply for Lark's grammar loader",
-                           *_deepest_group(text)) from None
+                           *_deepest_group(text)[1:]) from None
     except Exception as e:  # regex compile errors from the `re`/`regex` module
         raise GrammarError(f"Lark grammar: bad regex: {e}", *_bad_regex_position(text)) from None
 
