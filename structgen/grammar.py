@@ -168,23 +168,28 @@ class Grammar(TagsMixin, GrammarAlgebra):
     # -- context-free front-ends --------------------------------------------------
     @classmethod
     def from_lark(cls, text: str, start: str = "start", import_paths=None, source_path=None,
-                  time_limit: float | None = None, **unknown) -> "Grammar":
+                  time_limit: float | None = None, regex_syntax: str = "python", **unknown) -> "Grammar":
         """A grammar in Lark's syntax (rules, terminals, ``%import``, ``%ignore``), with
         llguidance's extensions (:mod:`structgen.frontends.lark_extensions`: ``%json {...}``
         inline JSON Schemas, special tokens ``<|name|>`` / ``<[id]>``, ``x{m,n}``, ``[lazy]``).  ``import_paths``
         (folders searched for ``%import``ed grammar files, as ``lark.Lark``'s) and ``source_path``
         (the grammar's own file: relative imports such as ``%import .csv.start`` look beside it).
-        ``time_limit`` (seconds) bounds the automata built while reading it."""
+        ``time_limit`` (seconds) bounds the automata built while reading it.  ``regex_syntax``:
+        ``"python"`` (Lark's) or ``"rust"`` (the Rust ``regex`` crate's, which llguidance's Lark
+        grammars use: ``\\p{L}``, ``[[:alpha:]]``, ``[a-z&&[^aeiou]]``, ``\\x{..}``, ``\\z``; see
+        :mod:`structgen.frontends.regex`) for the ``/.../`` terminals."""
         who = "Grammar.from_lark()"
-        check_known(unknown, ("start", "import_paths", "source_path", "time_limit"), who)
-        ext = read_extensions(text) if has_extensions(text) else None
+        check_known(unknown, ("start", "import_paths", "source_path", "time_limit", "regex_syntax"), who)
+        if regex_syntax not in ("python", "rust"):
+            raise OptionError(f"{who}: regex_syntax must be 'python' or 'rust', not {regex_syntax!r}")
+        ext = read_extensions(text, regex_syntax) if has_extensions(text) else None
         with limit_scope(check_seconds(time_limit, who=who)):
             if ext is None or not ext.any:
                 cfg = lark_to_cfg(ext.text if ext is not None else text, start=start, import_paths=import_paths,
-                                  source_path=source_path)
+                                  source_path=source_path, regex_syntax=regex_syntax)
             else:
                 cfg = extension_cfg(ext, start=start, import_paths=import_paths, source_path=source_path)
-        key = ("lark", text, start) if not (import_paths or source_path) else ("lark-cfg", cfg.key())
+        key = ("lark", text, start, regex_syntax) if not (import_paths or source_path) else ("lark-cfg", cfg.key())
         if ext is None or not (ext.json or ext.tokens):
             return cls("cfg", cfg=cfg, key=key, source="Lark grammar")
         parts = {n: _lark_json(schema, line, col) for n, (schema, line, col) in ext.json.items() if n in cfg.terminals}

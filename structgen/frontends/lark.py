@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from ..automaton import ir
-from ..errors import GrammarError, RegexError, Unsupported
+from ..errors import GrammarError, OptionError, RegexError, Unsupported
 from .. import caching
 from ..cfg import diskcache
 from ..cfg.grammar import CFG, literal_terminal
@@ -38,11 +38,12 @@ KNOWN_PATTERNS = {
 }
 
 
-def regex_to_ir(pattern: str, where: str = "") -> ir.Node:
-    """The IR of a Python-syntax regex (inline flags such as ``(?i:...)`` allowed)."""
+def regex_to_ir(pattern: str, where: str = "", syntax: str = "python") -> ir.Node:
+    """The IR of a terminal's regex in ``syntax`` (``"python"``, Lark's; ``"rust"``, llguidance's;
+    inline flags such as ``(?i:...)`` allowed in both)."""
     pattern = KNOWN_PATTERNS.get(pattern, pattern)
     try:
-        return parse_regex(pattern)
+        return parse_regex(pattern, syntax=syntax)
     except Unsupported as e:
         raise Unsupported(f"terminal regex /{pattern}/: {e.message}", where or e.where) from None
     except RegexError as e:
@@ -168,8 +169,18 @@ def _wrap_lark_error(e: Exception, text: str) -> GrammarError:
     return GrammarError(f"Lark grammar: {msg}", line, col)
 
 
-def lark_to_cfg(text: str, start: str = "start", import_paths=None, source_path=None) -> CFG:
+REGEX_SYNTAXES = ("python", "rust")
+
+
+def lark_to_cfg(text: str, start: str = "start", import_paths=None, source_path=None,
+                regex_syntax: str = "python") -> CFG:
     """Translate a Lark grammar (its ``start`` rule) into a :class:`CFG`.
+
+    ``regex_syntax``: how ``/.../`` terminals are read -- ``"python"`` (Lark's own: Python's
+    ``re``) or ``"rust"`` (the Rust ``regex`` crate's, as llguidance reads them; see
+    :mod:`structgen.frontends.regex`).  Lark's loader evaluates the escapes ``\\x \\u \\U``
+    before structgen sees a regex; in ``"rust"`` mode they are first rewritten to escapes that
+    survive it (:func:`rust_code_point_escapes`), so ``/\\x2A/`` stays a literal ``*``.
 
     ``%import`` of grammar files as ``lark.Lark`` does it: ``import_paths`` (folders) are searched
     first, then, for a relative import (``%import .csv.start``), the folder of ``source_path``
@@ -179,30 +190,64 @@ def lark_to_cfg(text: str, start: str = "start", import_paths=None, source_path=
     Cached per (text, start) in memory and on disk (:mod:`structgen.cfg.diskcache`):
     a repeat costs a dict lookup, a new process a file read.  Grammars read with
     ``import_paths`` or ``source_path`` are not cached (the imported files may change)."""
+    if regex_syntax not in REGEX_SYNTAXES:
+        raise OptionError(f"regex_syntax must be one of {', '.join(map(repr, REGEX_SYNTAXES))}, not {regex_syntax!r}")
+    if regex_syntax == "rust":
+        text = rust_code_point_escapes(text)
     if import_paths or source_path:
         if isinstance(import_paths, (str, bytes)) or hasattr(import_paths, "__fspath__"):
             import_paths = [import_paths]
         paths = [str(p) for p in (import_paths or ())]
-        return _lark_to_cfg(text, start, paths, str(source_path) if source_path else None)
-    key = (text, start)
+        return _lark_to_cfg(text, start, paths, str(source_path) if source_path else None, regex_syntax)
+    key = (text, start, regex_syntax)
     hit = _CACHE.get(key)
     if hit is not None:
         return CFG(hit.start, dict(hit.rules), dict(hit.terminals), list(hit.ignore), dict(hit.positions))
     import lark
 
-    dkey = "\0".join((lark.__version__, start, text)).encode("utf-8", "surrogatepass")
+    dkey = "\0".join((lark.__version__, start, regex_syntax, text)).encode("utf-8", "surrogatepass")
     cfg = diskcache.load("lark", dkey)
     if not isinstance(cfg, CFG):
-        cfg = _lark_to_cfg(text, start)
+        cfg = _lark_to_cfg(text, start, regex_syntax=regex_syntax)
         diskcache.store("lark", dkey, cfg)
     _CACHE.put(key, cfg)
     return CFG(cfg.start, dict(cfg.rules), dict(cfg.terminals), list(cfg.ignore), dict(cfg.positions))
 
 
-_CACHE = caching.LRU(64, name="lark.cfg")  # (text, start) -> CFG (terminal IR nodes are immutable)
+_CACHE = caching.LRU(64, name="lark.cfg")  # (text, start, syntax) -> CFG (terminal IR nodes are immutable)
+
+_CODE_POINT_ESCAPE = re.compile(r"\\(?:([xuU])\{([0-9A-Fa-f]+)\}|x([0-9A-Fa-f]{2})|u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.))",
+                                re.S)
 
 
-def _lark_to_cfg(text: str, start: str, import_paths=(), source_path=None) -> CFG:
+def rust_code_point_escapes(text: str) -> str:
+    """``text`` with the code-point escapes of its ``/.../`` literals (``\\x2A``, ``\\u{e9}``,
+    ``\\U0001F600``) rewritten so that Lark's escape evaluation leaves their meaning as the
+    Rust syntax has it: an ASCII letter or digit as itself, a control character as ``\\xHH``
+    (Lark makes it the raw character, which stands for itself), any other character escaped
+    (``\\*``, ``\\é``).  Everything else is unchanged."""
+    def literal(m):
+        body = m.group(0)
+        if m.group("r") is None:
+            return body
+        return _CODE_POINT_ESCAPE.sub(escape, body)
+
+    def escape(m):
+        if m.group(6) is not None:
+            return m.group(0)
+        cp = int(next(g for g in m.groups()[1:5] if g is not None), 16)
+        if cp > 0x10FFFF or 0xD800 <= cp <= 0xDFFF:
+            return m.group(0)  # the regex parser names the bad escape
+        ch = chr(cp)
+        if ch.isascii() and ch.isalnum():
+            return ch
+        if cp < 0x20 or cp == 0x7F:
+            return f"\\x{cp:02x}"
+        return "\\" + ch
+    return _LEXEMES.sub(literal, text) if "\\" in text else text
+
+
+def _lark_to_cfg(text: str, start: str, import_paths=(), source_path=None, regex_syntax: str = "python") -> CFG:
     from lark.exceptions import LarkError
     from lark.load_grammar import load_grammar
 
@@ -267,7 +312,7 @@ def _lark_to_cfg(text: str, start: str, import_paths=(), source_path=None) -> CF
             fl = "".join(sorted(f for f in flags if f in "isx"))
             regex = f"(?{fl}:{body})" if fl else body
             try:
-                terminals[name] = regex_to_ir(regex, where)
+                terminals[name] = regex_to_ir(regex, where, regex_syntax)
             except RegexError as e:
                 at = _bad_regex_position(text, default=lc if lc[0] else (1, 1))
                 raise GrammarError(f"bad regex in {where}: {e.message}", *at) from None

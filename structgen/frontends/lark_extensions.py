@@ -57,12 +57,14 @@ _FLAGS = re.compile(r"[ \t]*(\w+)[ \t]*(?:=[ \t]*(\"(?:\\.|[^\"\\])*\"|/(?:\\.|[
 class Extensions:
     """What :func:`read_extensions` found: ``text`` (plain Lark), ``json`` (placeholder ->
     (schema, line, column)), ``tokens`` (placeholder -> (("text", name) | ("ids", [(lo, hi)...]),
-    line, column)), ``lazy`` (placeholder terminal -> suffix IR or None)."""
+    line, column)), ``lazy`` (placeholder terminal -> suffix IR or None), ``regex_syntax`` (how
+    ``/.../`` literals are read, see :func:`~structgen.frontends.lark.lark_to_cfg`)."""
 
     text: str
     json: dict = field(default_factory=dict)
     tokens: dict = field(default_factory=dict)
     lazy: dict = field(default_factory=dict)
+    regex_syntax: str = "python"
 
     @property
     def any(self) -> bool:
@@ -107,9 +109,9 @@ def _token_spec(tok: str, where):
     return ("ids", ranges)
 
 
-def read_extensions(text: str) -> Extensions:
+def read_extensions(text: str, regex_syntax: str = "python") -> Extensions:
     """Plain Lark for ``text`` and its placeholders (see the module docstring)."""
-    ext = Extensions(text)
+    ext = Extensions(text, regex_syntax=regex_syntax)
     out, pos, pending, k = [], 0, 0, 0
     defs: list = []
     lhs = None  # the definition the current line belongs to
@@ -236,7 +238,7 @@ def _rule_options(line: str, m, no: int, ext: Extensions, fresh, defs: list) -> 
         if v.startswith('"'):
             suffix = ir.literal(ast.literal_eval(v))
         elif v.startswith("/"):
-            suffix = regex_to_ir(v[1:-1], f"suffix of {name}")
+            suffix = regex_to_ir(v[1:-1], f"suffix of {name}", ext.regex_syntax)
         else:
             raise Unsupported(f"suffix={v} of {name}: give a string or a /regex/", f"line {no}, column {col}")
     t = fresh()
@@ -302,7 +304,8 @@ def _atom_start(line: str, end: int) -> int:
 
 def extension_cfg(ext: Extensions, start: str = "start", import_paths=None, source_path=None):
     """The CFG of ``ext.text`` (placeholders as terminals) with its lazy rules applied."""
-    cfg = lark_to_cfg(ext.text, start=start, import_paths=import_paths, source_path=source_path)
+    cfg = lark_to_cfg(ext.text, start=start, import_paths=import_paths, source_path=source_path,
+                      regex_syntax=ext.regex_syntax)
     for t, suffix in ext.lazy.items():
         node = cfg.terminals.get(t)
         if node is None:

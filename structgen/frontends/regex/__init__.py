@@ -37,7 +37,17 @@ are not (the latter is literal text); multiline ``^``/``$`` raise :class:`Unsupp
 ECMA case folding (``flags="i"``) uses Python's simple case mapping, not ECMA's
 Canonicalize (they differ for a handful of characters).
 
-Both syntaxes accept ``(?P<n>..)`` and ``(?<n>..)`` named groups, inline flags
+``"rust"`` -- the Rust ``regex`` crate's syntax (what llguidance's Lark grammars use): Unicode
+``\\d`` = ``\\p{Nd}``, ``\\s`` = ``\\p{White_Space}``, ``\\w`` = Alphabetic, marks, ``Nd``,
+``Pc`` and Join_Control (UTS #18 Annex C; ASCII under ``(?-u)``); ``\\p{..}``/``\\P{..}``/``\\pL``
+with general categories, scripts and binary properties (as the ``regex`` module knows them);
+``[[:alpha:]]`` ASCII classes, nested classes and the class operators ``&&`` ``--`` ``~~``;
+``\\x{..}`` ``\\u{..}`` ``\\U{..}``; ``\\A``, ``\\z``, ``$`` = end of text; inline flags
+``imsxuU`` anywhere, applying to the rest of their group; no possessive quantifiers, no
+backreferences, no ``\\N{..}``; word boundaries and the CRLF flag ``R`` raise
+:class:`Unsupported`.
+
+The syntaxes accept ``(?P<n>..)`` and ``(?<n>..)`` named groups; Python and ECMA inline flags
 ``(?aimsx)``/``(?i:..)``, and ``(?#..)`` comments.
 
 Flags: ``flags`` is an ``re`` flag int (``re.I | re.S | re.M | re.X | re.A``) or a string
@@ -49,9 +59,9 @@ from ...automaton import ir
 from ...automaton.build import DEFAULT_MAX_STATES, build_dfa
 from ...errors import OptionError
 from .lower import ANY_STAR, Lowering
-from .parser import DEFAULT_MAX_DEPTH, ECMA, FLAG_LETTERS, PYTHON, Parser
+from .parser import DEFAULT_MAX_DEPTH, ECMA, FLAG_LETTERS, PYTHON, RUST, Parser
 
-__all__ = ["parse_regex", "search_to_full", "dfa_from_regex", "PYTHON", "ECMA", "DEFAULT_MAX_DEPTH"]
+__all__ = ["parse_regex", "search_to_full", "dfa_from_regex", "PYTHON", "ECMA", "RUST", "DEFAULT_MAX_DEPTH"]
 
 _NL = ir.literal("\n")
 
@@ -79,8 +89,8 @@ def parse_regex(pattern: str, flags=0, *, syntax: str = PYTHON, anchored: bool =
     """
     if not isinstance(pattern, str):
         raise TypeError("parse_regex expects a str pattern")
-    if syntax not in (PYTHON, ECMA):
-        raise OptionError(f"syntax must be {PYTHON!r} or {ECMA!r}, not {syntax!r}")
+    if syntax not in (PYTHON, ECMA, RUST):
+        raise OptionError(f"syntax must be {PYTHON!r}, {ECMA!r} or {RUST!r}, not {syntax!r}")
     parser = Parser(pattern, syntax, _parse_flags(flags), max_depth)
     tree = parser.parse()
     low = Lowering(parser, max_states)

@@ -146,10 +146,55 @@ def case_closure(cs: ir.CharSet, ascii_only: bool) -> ir.CharSet:
     return cs.union(ir.CharSet.of(extra))
 
 
+@lru_cache(maxsize=1)
+def _scalar_text() -> str:
+    """Every Unicode scalar value once, in order (surrogates left out)."""
+    return "".join(map(chr, range(0xD800))) + "".join(map(chr, range(0xE000, ir.MAX_CODE_POINT + 1)))
+
+
+@lru_cache(maxsize=256)
+def property_class(body: str) -> ir.CharSet | None:
+    """The code points of the ``regex``-module class body ``body`` (for example
+    ``\\p{Greek}``, ``\\p{White_Space}``), or None when the module does not know it.  The
+    ``regex`` module (installed with transformers) knows scripts and binary properties, which
+    :mod:`unicodedata` does not; its Unicode version is the one these classes follow."""
+    import regex as regex_module
+
+    try:
+        rx = regex_module.compile(f"[{body}]+")
+    except regex_module.error:
+        return None
+    out = []
+    for m in rx.finditer(_scalar_text()):
+        a, b = m.start(), m.end() - 1
+        a += 0x800 if a >= 0xD800 else 0
+        b += 0x800 if b >= 0xD800 else 0
+        if a < 0xD800 <= b:  # the run spans the surrogate gap
+            out += [(a, 0xD7FF), (0xE000, b)]
+        else:
+            out.append((a, b))
+    return ir.CharSet.of(out)
+
+
+#: Rust's Unicode ``\d \w \s`` (regex crate, UNICODE.md of rust-lang/regex: UTS#18 Annex C)
+RUST_CLASS_BODIES = {"d": r"\p{Nd}", "s": r"\p{White_Space}",
+                     "w": r"\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}"}
+
+#: Rust's ASCII classes ``[[:alpha:]]`` (and POSIX's)
+POSIX_CLASSES = {
+    "alnum": ((0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A)), "alpha": ((0x41, 0x5A), (0x61, 0x7A)),
+    "ascii": ((0x00, 0x7F),), "blank": ((0x09, 0x09), (0x20, 0x20)), "cntrl": ((0x00, 0x1F), (0x7F, 0x7F)),
+    "digit": ((0x30, 0x39),), "graph": ((0x21, 0x7E),), "lower": ((0x61, 0x7A),), "print": ((0x20, 0x7E),),
+    "punct": ((0x21, 0x2F), (0x3A, 0x40), (0x5B, 0x60), (0x7B, 0x7E)),
+    "space": ((0x09, 0x0D), (0x20, 0x20)), "upper": ((0x41, 0x5A),),
+    "word": ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)), "xdigit": ((0x30, 0x39), (0x41, 0x46), (0x61, 0x66)),
+}
+
+
 GC_SHORT = {"L", "LC", "Lu", "Ll", "Lt", "Lm", "Lo", "M", "Mn", "Mc", "Me", "N", "Nd", "Nl", "No",
              "P", "Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "S", "Sm", "Sc", "Sk", "So", "Z", "Zs",
              "Zl", "Zp", "C", "Cc", "Cf", "Cs", "Co", "Cn"}
 
 
-for _fn in (py_class, all_categories, general_category, fold_groups):
+for _fn in (py_class, all_categories, general_category, fold_groups, property_class, _scalar_text):
     caching.register_function(f"regex.{_fn.__name__}", _fn)

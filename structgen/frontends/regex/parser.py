@@ -14,11 +14,12 @@ import unicodedata
 
 from ...automaton import ir
 from ...errors import LimitExceeded, RegexError, Unsupported
-from .charclass import (ASCII_CLASSES, ECMA_LINE_TERMINATORS, ECMA_SPACE, GC_LONG, GC_SHORT, case_closure,
-                        general_category, py_class)
+from .charclass import (ASCII_CLASSES, ECMA_LINE_TERMINATORS, ECMA_SPACE, GC_LONG, GC_SHORT, POSIX_CLASSES,
+                        RUST_CLASS_BODIES, case_closure, general_category, property_class, py_class)
 
 PYTHON = "python"
 ECMA = "ecma"
+RUST = "rust"
 
 DEFAULT_MAX_DEPTH = 2000  # nested groups (Python's re takes a few hundred)
 MAX_REPEAT = 4294967294  # Python's MAXREPEAT - 1
@@ -60,10 +61,15 @@ FLAG_LETTERS = {"i": _I, "m": _M, "s": _S, "x": _X, "a": _A, "u": _U, "L": _L}
 _HEX = "0123456789abcdefABCDEF"
 _PY_SIMPLE = {"n": 10, "t": 9, "r": 13, "f": 12, "v": 11, "a": 7}
 _ECMA_SIMPLE = {"n": 10, "t": 9, "r": 13, "f": 12, "v": 11}
+_POSIX = re.compile(r"\[:(\^?)([a-z]+):\]")
 
 
 def _seq(items, start) -> Tree:
     return items[0] if len(items) == 1 else Tree(SEQ, start, items)
+
+
+def _intersection(a: ir.CharSet, b: ir.CharSet) -> ir.CharSet:
+    return a.negate().union(b.negate()).negate()
 
 
 def _clip(p: str, n: int = 60) -> str:
@@ -76,6 +82,7 @@ class Parser:
         self.n = len(pattern)
         self.i = 0
         self.ecma = syntax == ECMA
+        self.rust = syntax == RUST
         self.flags = flags
         self.groups = 0
         self.names: set = set()
@@ -235,7 +242,7 @@ class Parser:
         if self.peek() == "?":
             mode = "lazy"
             self.i += 1
-        elif self.peek() == "+" and not self.ecma:
+        elif self.peek() == "+" and not (self.ecma or self.rust):
             mode = "possessive"
             self.i += 1
         self.skip_verbose()
@@ -247,7 +254,7 @@ class Parser:
         c = self.p[self.i]
         pos = self.i
         if c == "[":
-            return Tree(SET, pos, self.char_class())
+            return Tree(SET, pos, self.rust_class() if self.rust else self.char_class())
         if c == ".":
             self.i += 1
             if self.flags & _S:
@@ -265,7 +272,7 @@ class Parser:
                 if self.ecma:
                     raise self.unsupported("'$' in multiline mode with ECMA syntax", pos)
                 return Tree(ANCHOR, pos, "end", "m")
-            return Tree(ANCHOR, pos, "end", "Z" if self.ecma else "$")
+            return Tree(ANCHOR, pos, "end", "Z" if self.ecma or self.rust else "$")
         if c in "*+?":
             raise self.err("nothing to repeat")
         if c == "{" and self.quantifier_at() is not None:
@@ -314,6 +321,9 @@ class Parser:
                 raise self.err("missing ), unterminated comment", open_pos)
             self.i = end + 1
             return None
+        if self.rust and (c.isalpha() or c == "-"):
+            flags = self.rust_flag_group(open_pos)
+            return None if flags is None else (False, flags)
         if c in FLAG_LETTERS or c == "-":
             flags = self.flag_group(open_pos)
             return None if flags is None else (False, flags)
@@ -362,12 +372,47 @@ class Parser:
         self.i += 1
         return (self.flags | on) & ~off
 
+    def rust_flag_group(self, open_pos):
+        """The regex crate's inline flags after ``(?``: ``(?flags)`` applies to the rest of the
+        enclosing group (returns None), ``(?flags:...)`` to its body (returns its flags).  ``u``
+        off is ASCII ``\\d \\w \\s`` and case folding; ``U`` (swap greed) leaves the language
+        as it is."""
+        flags, on = self.flags, True
+        while True:
+            c = self.peek()
+            if c == "-":
+                if not on:
+                    raise self.err("repeated negation in flags", self.i)
+                on = False
+            elif c == "R":
+                raise self.unsupported("the CRLF flag R", open_pos)
+            elif c in ("u", "U", "i", "m", "s", "x") and c:
+                bit = {"i": _I, "m": _M, "s": _S, "x": _X, "u": _A, "U": 0}[c]
+                if c == "u":
+                    flags = flags & ~_A if on else flags | _A
+                elif on:
+                    flags |= bit
+                else:
+                    flags &= ~bit
+            elif c in (")", ":") and c:
+                break
+            else:
+                raise self.err("unrecognized flag" if c else "unexpected end of flags", self.i)
+            self.i += 1
+        self.i += 1
+        if c == ")":
+            self.flags = flags
+            return None
+        return flags
+
     # -- escapes
     def class_escape_set(self, c):
         """The CharSet of ``\\d \\D \\w \\W \\s \\S`` (c is the letter)."""
         low = c.lower()
         if self.ecma:
             cs = ECMA_SPACE if low == "s" else ASCII_CLASSES[low]
+        elif self.rust and not self.flags & _A:
+            cs = property_class(RUST_CLASS_BODIES[low])
         elif self.flags & _A:
             cs = ASCII_CLASSES[low]
         else:
@@ -394,6 +439,8 @@ class Parser:
         self.i += 1
         if c in "dDwWsS":
             return self.class_escape_set(c)
+        if self.rust:
+            return self.rust_escape(start, c, in_class)
         simple = _ECMA_SIMPLE if self.ecma else _PY_SIMPLE
         if c in simple:
             return simple[c]
@@ -456,6 +503,72 @@ class Parser:
                 raise self.unsupported("a backreference \\k<name>", start)
             raise self.err("bad escape \\" + c, start)
         return ord(c)
+
+    def rust_escape(self, start, c, in_class):
+        """The rest of an escape in the regex crate's syntax (``c``, the letter, consumed)."""
+        if c in _PY_SIMPLE:
+            return _PY_SIMPLE[c]
+        if c in "xuU":
+            if self.peek() == "{":
+                end = self.p.find("}", self.i)
+                text = self.p[self.i + 1:end] if end > 0 else ""
+                if end < 0 or not text or any(ch not in _HEX for ch in text) or int(text, 16) > ir.MAX_CODE_POINT \
+                        or 0xD800 <= int(text, 16) <= 0xDFFF:
+                    raise self.err(f"bad escape \\{c}{{...}}", start)
+                self.i = end + 1
+                return int(text, 16)
+            cp = self.hex_escape(start, {"x": 2, "u": 4, "U": 8}[c], c)
+            if 0xD800 <= cp <= 0xDFFF:
+                raise self.err("a surrogate code point is not a Unicode scalar value", start)
+            return cp
+        if c in "pP":
+            return self.rust_property(start, c == "P")
+        if c in "Az" and not in_class:
+            return ("anchor", "A" if c == "A" else "Z")
+        if c in "bB<>" and not in_class:
+            raise self.unsupported("a word boundary \\" + c, start)
+        if c.isascii() and c.isalnum():
+            if c.isdigit() and not in_class:
+                raise self.unsupported("a backreference \\" + c, start)
+            raise self.err("bad escape \\" + c, start)
+        return ord(c)   # any other escaped character stands for itself
+
+    def rust_property(self, start, negate):
+        """``\\pL``, ``\\p{Greek}``, ``\\p{gc=Lu}``, ``\\P{..}``: general categories, scripts and
+        binary properties (those the ``regex`` module knows, see
+        :func:`~.charclass.property_class`), ``Any``, ``ASCII`` and ``Assigned``."""
+        if self.peek() == "{":
+            end = self.p.find("}", self.i)
+            if end < 0:
+                raise self.err("bad escape \\p{...}: missing }", start)
+            name = self.p[self.i + 1:end].strip()
+            self.i = end + 1
+        else:
+            name = self.peek()
+            if not name.isalpha():
+                raise self.err("bad escape \\p (expected a letter or {)", start)
+            self.i += 1
+        if name.startswith("^"):
+            negate, name = not negate, name[1:]
+        key = name.replace(" ", "").replace("_", "").replace("-", "").lower()
+        if key == "any":
+            cs = ir.ANY_CHAR
+        elif key == "ascii":
+            cs = ir.CharSet(((0, 0x7F),))
+        elif key == "assigned":
+            cs = general_category("Cn").negate()
+        else:
+            value = name.split("=", 1)[1] if "=" in name or ":" in name else name
+            if ":" in name and "=" not in name:
+                value = name.split(":", 1)[1]
+            short = GC_LONG.get(value.strip().lower().replace(" ", "_"), value.strip())
+            if short in GC_SHORT and not re.match(r"(?i)\s*(sc|scx|script|script_?extensions)\s*[=:]", name):
+                cs = general_category(short)
+            else:
+                cs = property_class("\\p{" + name.replace(":", "=") + "}")
+                if cs is None:
+                    raise self.unsupported(f"the Unicode property {name!r}", start)
+        return cs.negate() if negate else cs
 
     def digit_escape(self, start, c, in_class):
         p = self.p
@@ -565,3 +678,68 @@ class Parser:
         for cs in sets:
             out = out.union(cs)
         return out.negate() if negate else out
+
+    def rust_class(self) -> ir.CharSet:
+        """A bracketed class in the regex crate's syntax (cursor on ``[``): items, ranges,
+        ``[:name:]`` ASCII classes, nested classes (union) and the set operations ``&&``, ``--``
+        and ``~~`` (lower precedence than union, left to right); a leading ``^`` negates the
+        result.  Under ``(?i)`` the whole class is case-folded."""
+        open_pos = self.i
+        self.i += 1
+        negate = self.peek() == "^"
+        if negate:
+            self.i += 1
+        out = self.rust_union(open_pos, first=True)
+        while self.p.startswith(("&&", "--", "~~"), self.i):
+            op = self.p[self.i:self.i + 2]
+            self.i += 2
+            rhs = self.rust_union(open_pos, first=False)
+            both = _intersection(out, rhs)
+            out = both if op == "&&" else _intersection(out, rhs.negate()) if op == "--" else \
+                _intersection(out.union(rhs), both.negate())
+        if self.peek() != "]":
+            raise self.err("unterminated character set", open_pos)
+        self.i += 1
+        out = self.charset(out)
+        return out.negate() if negate else out
+
+    def rust_union(self, open_pos, first: bool) -> ir.CharSet:
+        """Class items up to ``]`` or a set operator; a ``]`` right after the opening (or its
+        ``^``) is literal."""
+        out = ir.CharSet(())
+        while True:
+            if self.flags & _X:
+                while self.peek() in (" ", "\t", "\n", "\r", "\f", "\v") and self.peek():
+                    self.i += 1
+            if self.i >= self.n:
+                raise self.err("unterminated character set", open_pos)
+            c = self.p[self.i]
+            if c == "]" and not first:
+                return out
+            if not first and self.p.startswith(("&&", "--", "~~"), self.i):
+                return out
+            first = False
+            if c == "[":
+                m = _POSIX.match(self.p, self.i)
+                if m:
+                    if m.group(2) not in POSIX_CLASSES:
+                        raise self.err(f"unknown ASCII class {m.group(2)!r}", self.i)
+                    cs = ir.CharSet.of(list(POSIX_CLASSES[m.group(2)]))
+                    self.i = m.end()
+                    out = out.union(cs.negate() if m.group(1) else cs)
+                else:
+                    out = out.union(self.rust_class())
+                continue
+            item_pos = self.i
+            lo, cs = self.class_item()
+            if cs is not None:
+                out = out.union(cs)
+                continue
+            if self.peek() == "-" and self.peek(1) not in ("]", "", "-"):
+                self.i += 1
+                hi, cs2 = self.class_item()
+                if cs2 is not None or hi < lo:
+                    raise self.err(f"bad character range {self.p[item_pos:self.i]}", item_pos)
+                out = out.union(ir.CharSet(((lo, hi),)))
+            else:
+                out = out.union(ir.CharSet(((lo, lo),)))
