@@ -17,13 +17,37 @@ cache (old snapshots stay valid for their readers); ``clears`` counts those.
 """
 from __future__ import annotations
 
+import atexit
 import threading
 import time
+import weakref
 
 import numpy as np
 
 from .. import caching
 from . import mask as mk
+
+# Background prefills stop at interpreter exit and are joined there: a daemon thread still in a
+# kernel when the interpreter finalizes is killed by forced unwinding, which aborts the process
+# ("terminate called without an active exception") when native frames are on its stack.
+_EXITING = threading.Event()
+_BACKGROUND: "weakref.WeakSet[threading.Thread]" = weakref.WeakSet()
+
+
+def start_background_prefill(cache: "MaskCache", engine, seconds: float) -> threading.Thread:
+    """Run ``cache.prefill(engine, seconds, batch=1)`` on a daemon thread that stops, and is
+    joined, when the interpreter exits."""
+    thread = threading.Thread(target=cache.prefill, args=(engine, seconds, 1), name="structgen-prefill", daemon=True)
+    _BACKGROUND.add(thread)
+    thread.start()
+    return thread
+
+
+@atexit.register
+def _stop_background_prefills() -> None:
+    _EXITING.set()
+    for thread in list(_BACKGROUND):
+        thread.join(timeout=10.0)
 
 
 class _Snapshot:
@@ -191,7 +215,7 @@ class MaskCache:
         tb = engine.tables
         done = made = 0
         while done < gs.shape[0]:
-            if time.perf_counter() >= deadline:
+            if time.perf_counter() >= deadline or _EXITING.is_set():
                 return -1 - made
             with self.lock:
                 w = self.begin_fill()

@@ -35,7 +35,7 @@ from ..index.slices import NO_SLICING, Slicing, char_runs
 from ..vocab.vocabulary import Vocabulary
 from . import diskcache
 from . import mask as mk
-from .cache import MaskCache
+from .cache import MaskCache, start_background_prefill
 from .grammar import CFG, literal_terminal, right_to_left, trim
 from .matcher import CFGMatcher
 from .terminals import after_ignores, build, literal_dfa as _literal_dfa, literal_set_dfa
@@ -638,9 +638,7 @@ class CompiledCFG:
             self.cache.prefill(self, sync)
             rest = prefill_seconds - (time.perf_counter() - t1)
             if rest > 0 and not self.cache.prefilled:
-                self.prefill_thread = threading.Thread(target=self.cache.prefill, args=(self, rest, 1),
-                                                       name="structgen-prefill", daemon=True)
-                self.prefill_thread.start()
+                self.prefill_thread = start_background_prefill(self.cache, self, rest)
         self.compile_seconds = time.perf_counter() - t0
 
     def free_lexer(self, precise: bool | None = None):
