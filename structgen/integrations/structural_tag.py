@@ -11,7 +11,8 @@
 
   ==========================  ==============================================================
   ``const_string``            the text ``value`` (:meth:`~structgen.Grammar.literal`)
-  ``json_schema``             ``style="json"`` only; objects closed as xgrammar's strict mode
+  ``json_schema``             ``style="json"`` only; compiled as the engines' JSON requests are
+                              (objects closed as xgrammar's strict mode, structgen's JSON hygiene)
   ``regex``, ``grammar``      ``from_regex`` (``regex_syntax``); EBNF (GBNF) or Lark
   ``any_text``                any text (``excludes``, ``max_chars``); inside a tag, text holding
                               none of that tag's end strings, as xgrammar reads it
@@ -45,8 +46,8 @@ from __future__ import annotations
 import json
 
 from ..automaton import ir
+from ..constraints import resolve_constraint
 from ..errors import SchemaError, Unsupported
-from ..frontends.pydantic import close_objects
 from ..grammar import Grammar
 from ..tags import ANY_TEXT, Tag
 
@@ -162,7 +163,7 @@ class _Reader:
                          "end": self.field(s, "end", str, where, required=True)})
         fmt = {"type": "triggered_tags", "triggers": triggers, "tags": tags,
                "at_least_one": self.field(spec, "at_least_one", bool, "structural_tag", False)}
-        return self.format(fmt, "structural_tag", ())
+        return self.format(fmt, "legacy", ())
 
     def format(self, fmt, where: str, ends: tuple) -> Grammar:
         if not isinstance(fmt, dict):
@@ -190,12 +191,15 @@ class _Reader:
             raise Unsupported(f"structgen does not support excludes in a structural tag's JSON (at {where})",
                               where=f"{where}.excludes")
         n = self.field(fmt, "max_whitespace_cnt", int, where)
-        options = {"whitespace": self.whitespace}
-        if n is not None:
-            if n < 0:
-                raise SchemaError(f"structural tag {where}.max_whitespace_cnt is >= 0", f"{where}.max_whitespace_cnt")
-            options = {"whitespace": "flexible", "max_whitespace": n} if n else {"whitespace": "compact"}
-        return Grammar.from_json_schema(close_objects(schema), **options)
+        if n is None:
+            return resolve_constraint(schema=schema, whitespace=self.whitespace).grammar
+        if n < 0:
+            raise SchemaError(f"structural tag {where}.max_whitespace_cnt is >= 0", f"{where}.max_whitespace_cnt")
+        if n == 0:
+            return resolve_constraint(schema=schema, whitespace="compact").grammar
+        # between lexemes only: xgrammar puts no whitespace around the document
+        return resolve_constraint(schema=schema, whitespace="flexible",
+                                  schema_options={"max_whitespace": n, "edge_whitespace": False}).grammar
 
     def read_regex(self, fmt, where, ends):
         return Grammar.from_regex(self.field(fmt, "pattern", str, where, required=True), syntax=self.regex_syntax)
