@@ -139,3 +139,16 @@ def test_cfg_json_edge_whitespace():
         for data, want in ((doc, True), (b" " + doc, around), (doc + b"\n", around)):
             m = sg.compile(g, vocab).matcher()
             assert (m.advance_bytes(data) and m.is_accepting()) == want, (edge, data)
+
+
+def test_model_dumps_of_xgrammar_formats_are_read():
+    """SGLang and vLLM forward ``StructuralTag.model_dump(by_alias=True)``: every default field
+    written out (``style``, ``excludes``, ``max_tokens``: None, ...) reads as if left out."""
+    from xgrammar.structural_tag import StructuralTag
+
+    for fmt in (TT, dict(TT, stop_after_first=True), T("<t>", FLEX, "</t>"), ANY_THEN_X,
+                {"type": "tags_with_separator", "separator": ",", "tags": [T("<a>", C("x"), "</a>")]}):
+        tag = {"type": "structural_tag", "format": fmt}
+        dumped = StructuralTag.model_validate(tag).model_dump(by_alias=True)
+        assert dumped != tag
+        assert grammar_for("structural_tag", json.dumps(dumped)).key == grammar_for("structural_tag", tag).key

@@ -39,7 +39,9 @@ vocabularies where they are plain text, which is where xgrammar reads them, noth
 a JSON content's layout is the engine option ``whitespace`` (see
 :func:`~structgen.integrations.serving.engine_options`) unless the format sets
 ``max_whitespace_cnt`` = n (then up to n JSON whitespace characters between lexemes, exactly
-xgrammar's), where xgrammar would allow whitespace runs of any length.
+xgrammar's), where xgrammar would allow whitespace runs of any length.  Free text is UTF-8 text:
+xgrammar's around triggered tags and inside a tag (its ``TagDispatch``) also takes tokens that
+are no UTF-8 at all (a lone continuation byte, ``0xFF``); structgen's masks leave those out.
 """
 from __future__ import annotations
 
