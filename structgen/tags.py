@@ -16,6 +16,7 @@ written as text; a trigger that is a special token of the vocabulary (``<|python
 free text.  Strings in ``begin``, ``end`` and ``triggers`` are *markers*
 (:meth:`~structgen.composition.GrammarAlgebra.marker`): the vocabulary's special tokens among
 them are tokens, the rest is text.  ``free_text=False``: calls only, back to back (at least one).
+``trailing_text=False``: no free text after the last call.
 
 A tag's ``content`` is a JSON Schema (dict), a Pydantic model (or any type Pydantic describes), a
 regex (str) or a Grammar; JSON contents are compiled with ``whitespace`` (default ``"dumps"``, the
