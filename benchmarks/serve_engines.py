@@ -76,10 +76,11 @@ def build_model(out: Path) -> None:
 def server_command(engine: str, model: Path, port: int, ngram: bool) -> list[str]:
     """The command line that serves ``model`` with structgen as the backend."""
     if engine == "vllm":
-        cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
+        # `vllm serve` (vllm.entrypoints.cli.main); api_server's own __main__ is deprecated in 0.33
+        cmd = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(model),
                "--port", str(port), "--host", "127.0.0.1", "--max-model-len", "2048",
                "--gpu-memory-utilization", "0.3", "--enforce-eager",
-               "--structured-outputs-config", json.dumps({"backend": "structgen"})]
+               "--structured-outputs-config.backend", "structgen"]
         if ngram:
             cmd += ["--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": 4,
                                                         "prompt_lookup_max": 4, "prompt_lookup_min": 2})]

@@ -16,6 +16,7 @@ written as text; a trigger that is a special token of the vocabulary (``<|python
 free text.  Strings in ``begin``, ``end`` and ``triggers`` are *markers*
 (:meth:`~structgen.composition.GrammarAlgebra.marker`): the vocabulary's special tokens among
 them are tokens, the rest is text.  ``free_text=False``: calls only, back to back (at least one).
+``trailing_text=False``: no free text after the last call.
 
 A tag's ``content`` is a JSON Schema (dict), a Pydantic model (or any type Pydantic describes), a
 regex (str) or a Grammar; JSON contents are compiled with ``whitespace`` (default ``"dumps"``, the
@@ -84,6 +85,7 @@ class TagSet:
     free_text: Any
     min_calls: int
     max_calls: int | None
+    trailing_text: bool = True
 
 
 @dataclasses.dataclass
@@ -130,11 +132,13 @@ class TagsMixin:
 
     @classmethod
     def tags(cls, tags, triggers=None, free_text=True, max_calls: int | None = None, *, min_calls: int = 0,
-             whitespace: str = "dumps", strict: bool = True, engine: str = "auto"):
+             trailing_text: bool = True, whitespace: str = "dumps", strict: bool = True, engine: str = "auto"):
         """Free text with calls (see the module docstring).  ``triggers``: markers that start a
         call (default: each tag's ``begin``); every tag's ``begin`` must start with one of them
         (as text).  ``free_text``: True (any text), False (no free text), or a regular Grammar /
-        regex for each free-text stretch.  ``engine``: the JSON Schema engine of JSON contents
+        regex for each free-text stretch.  ``trailing_text=False``: the output ends with its last
+        call (free text only when there is no call; with ``max_calls=1`` this is xgrammar's
+        ``stop_after_first``).  ``engine``: the JSON Schema engine of JSON contents
         (``"auto"``, ``"dfa"``: one automaton, the fastest masks, ``"cfg"``)."""
         tags = list(tags)
         if not tags:
@@ -165,11 +169,11 @@ class TagsMixin:
         if isinstance(free_text, cls) and free_text.kind != "regular":
             raise GrammarError("Grammar.tags(free_text=...) takes a regular grammar (a regex): free text must "
                                "exclude the triggers")
-        meta = TagSet(placed, triggers, free_text, min_calls, max_calls)
+        meta = TagSet(placed, triggers, free_text, min_calls, max_calls, bool(trailing_text))
         key = ("tags", tuple((repr(t.begin) if isinstance(t.begin, str) else t.begin.key, spec.grammar.key,
                               repr(t.end) if isinstance(t.end, str) else t.end.key, k) for t, spec, k in placed),
                tuple(tr if isinstance(tr, str) else tr.key for tr in triggers),
-               free_text if isinstance(free_text, bool) else free_text.key, min_calls, max_calls)
+               free_text if isinstance(free_text, bool) else free_text.key, min_calls, max_calls, bool(trailing_text))
         g = cls.deferred(lambda vocab: _build_tags(cls, meta, vocab), key, f"{len(tags)} tags")
         g.structure = meta
         return g
@@ -271,4 +275,10 @@ def _build_tags(cls, meta: TagSet, vocab):
     call = cls.alternatives(*calls)
     if meta.free_text is False:
         return cls.repeat(call, max(meta.min_calls, 1), meta.max_calls)
-    return cls.sequence(cls.repeat(call, meta.min_calls, meta.max_calls), free_g)
+    if meta.trailing_text:
+        return cls.sequence(cls.repeat(call, meta.min_calls, meta.max_calls), free_g)
+    if meta.min_calls:   # each call is preceded by its free text, and the last one ends the output
+        return cls.repeat(call, meta.min_calls, meta.max_calls)
+    if meta.max_calls == 0:
+        return free_g
+    return cls.alternatives(free_g, cls.repeat(call, 1, meta.max_calls))

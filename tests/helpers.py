@@ -7,6 +7,7 @@ every test sees ids that have no token.  Results are cached per process: do not 
 """
 from __future__ import annotations
 
+import codecs
 import json
 import os
 from functools import lru_cache
@@ -174,3 +175,27 @@ def load_llama31_vocab():
     from structgen.vocab import Vocabulary
 
     return Vocabulary.from_tokenizer(load_llama31_tokenizer())
+
+
+# ----------------------------------------------------------------- engine tests: xgrammar's masks
+def utf8_prefix(data: bytes) -> bool:
+    """Whether ``data`` is UTF-8 text, perhaps cut inside its last character."""
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(data, final=False)
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+def xgrammar_departures(ours: np.ndarray, theirs: np.ndarray, vocab, whitespace: bool) -> list:
+    """For structural tags, the tokens where xgrammar's mask departs from structgen's other than
+    as it is known to: xgrammar's free text around triggered tags (its TagDispatch) takes any
+    bytes, so it also allows tokens that are no UTF-8 text at all (a lone continuation byte,
+    0xFF); with ``whitespace``, its JSON takes runs of any length.  structgen allows nothing
+    xgrammar does not."""
+    out = [int(t) for t in np.flatnonzero(ours & ~theirs)]
+    for t in np.flatnonzero(theirs & ~ours):
+        data = vocab.token_bytes(int(t))
+        if utf8_prefix(data) and not (whitespace and data[:1] in (b" ", b"\t", b"\n", b"\r")):
+            out.append(int(t))
+    return out

@@ -30,6 +30,11 @@ CASES = {
     # free text of a regex, exactly one call
     "free-regex": (lambda: G.tags([T("<", "[ab]", ">")], triggers=["<"], free_text="[a c]{0,2}", min_calls=1,
                                   max_calls=1), r"[a c]{0,2}<[ab]>[a c]{0,2}", TAG_ALPHABET, 7, 3),
+    # trailing_text=False: the output ends with its last call (xgrammar's stop_after_first with max_calls=1)
+    "stop-after-first": (lambda: G.tags([T("<a", r"b+", ">")], triggers=["<a"], max_calls=1, trailing_text=False),
+                         rf"{FREE}(?:<ab+>)?", TAG_ALPHABET, 6, 3),
+    "ends-with-a-call": (lambda: G.tags([T("<a", r"b+", ">")], triggers=["<a"], min_calls=1, trailing_text=False),
+                         rf"(?:{FREE}<ab+>)+", TAG_ALPHABET, 6, 4),
     # reasoning with text delimiters: the thoughts end at the first end marker
     "reasoning-text": (lambda: G.reasoning(r"ab|c", begin="<", end=">"), r"<[^>§]*>[ \t\r\n]*(?:ab|c)", TAG_ALPHABET, 6, 3),
     # reasoning ending with a special token, its begin already in the prompt

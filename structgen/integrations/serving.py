@@ -2,8 +2,9 @@
 
 - :func:`grammar_for`: an engine's constraint request (a kind and its text) as a
   :class:`~structgen.Grammar`: JSON Schema, any JSON object, regex, a choice of strings, a Lark
-  or GBNF grammar (told apart by :func:`is_gbnf`, the rule vLLM uses); structural tags raise
-  :class:`~structgen.errors.Unsupported`.
+  or GBNF grammar (told apart by :func:`is_gbnf`, the rule vLLM uses), a structural tag
+  (:func:`~structgen.integrations.structural_tag.structural_tag_grammar`: xgrammar's legacy and
+  ``format`` JSON, as both engines pass it).
 - :func:`engine_vocabulary`: the :class:`~structgen.Vocabulary` of an engine's tokenizer at the
   model's logits width, built once per tokenizer and width.
 - :class:`StopTokenMatcher`: a matcher whose end of sequence is one request's own stop-token
@@ -33,6 +34,7 @@ from ..runtime.batch import cpu_view
 from ..runtime.checks import check_bitmask_row, check_token
 from ..runtime.protocol import Matcher, Snapshot
 from ..vocab import Vocabulary
+from .structural_tag import structural_tag_grammar
 
 __all__ = ["KINDS", "grammar_for", "is_gbnf", "engine_vocabulary", "engine_options", "StopTokenMatcher",
            "forced_text"]
@@ -93,19 +95,19 @@ def grammar_for(kind: str, spec, *, whitespace: str = "dumps", regex_syntax: str
             ``properties`` and say nothing of other keys are closed, as xgrammar's strict mode
             does), ``"json_object"`` (any JSON object; ``spec`` ignored), ``"regex"``,
             ``"choice"`` (a JSON list of strings, or a list), ``"grammar"`` (Lark or GBNF, see
-            :func:`is_gbnf`), ``"lark"``, ``"gbnf"``, ``"structural_tag"``.
+            :func:`is_gbnf`), ``"lark"``, ``"gbnf"``, ``"structural_tag"`` (xgrammar's JSON, see
+            :mod:`structgen.integrations.structural_tag`).
         spec: the request's text.
         whitespace: the JSON layout (see :func:`engine_options`).
         regex_syntax: ``"ecma"`` or ``"python"``.
     Raises:
-        Unsupported: ``kind`` is ``"structural_tag"`` (not implemented yet) or unknown.
+        Unsupported: ``kind`` is unknown, or a structural tag holds a format structgen does
+            not express (the message names its place).
         SchemaError, RegexError, GrammarError, LimitExceeded: the spec itself is bad (the
             message names the fragment).
     """
     if kind == "structural_tag":
-        raise Unsupported("structgen does not support structural tags yet (tool-calling tags, "
-                          "begin/end triggers); serve those requests with the engine's xgrammar or "
-                          "guidance backend", where="structural_tag")
+        return structural_tag_grammar(spec, whitespace=whitespace, regex_syntax=regex_syntax)
     if kind == "json":
         if isinstance(spec, bytes):
             spec = spec.decode("utf-8")

@@ -3,10 +3,11 @@
 - :class:`StructgenGrammarBackend` (a ``BaseGrammarBackend``): one per scheduler process; reads
   the tokenizer once into a :class:`~structgen.Vocabulary` of the model's logits width, with the
   model's EOS ids (``eos_token_ids``) as its EOS set.  ``dispatch_json`` (a JSON Schema, or
-  ``"$$ANY$$"`` for any JSON value), ``dispatch_regex`` and ``dispatch_ebnf`` (GBNF, or Lark when
-  the text has no ``::=`` rule) compile with :func:`structgen.compile`; ``dispatch_structural_tag``
-  answers an ``InvalidGrammarObject`` saying structural tags are not supported yet, and so does
-  any constraint structgen refuses (SGLang then aborts that request with the message).
+  ``"$$ANY$$"`` for any JSON value), ``dispatch_regex``, ``dispatch_ebnf`` (GBNF, or Lark when
+  the text has no ``::=`` rule) and ``dispatch_structural_tag`` (the legacy and ``format`` JSON:
+  :mod:`structgen.integrations.structural_tag`) compile with :func:`structgen.compile`; a
+  constraint structgen refuses is an ``InvalidGrammarObject`` with structgen's message (SGLang
+  then aborts that request with it).
 - :class:`StructgenGrammarObject` (a ``BaseGrammarObject``): one per request, over a
   :class:`~structgen.Matcher`, with the whole contract SGLang calls: ``accept_token`` (ignored
   once terminated; a rejected token raises :class:`~structgen.errors.TokenRejected`, a

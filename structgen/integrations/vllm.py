@@ -4,8 +4,9 @@ Two classes implement vLLM's interface (``vllm/v1/structured_output/backend_type
 
 - :class:`StructgenBackend` (a ``StructuredOutputBackend``): one per engine; reads the engine's
   tokenizer once into a :class:`~structgen.Vocabulary` of the model's logits width and compiles
-  each request's constraint (JSON Schema, any JSON object, regex, choice, Lark or GBNF grammar)
-  with :func:`structgen.compile` (cached per grammar).  Structural tags are refused, by name.
+  each request's constraint (JSON Schema, any JSON object, regex, choice, Lark or GBNF grammar,
+  structural tag: :mod:`structgen.integrations.structural_tag`) with :func:`structgen.compile`
+  (cached per grammar).
 - :class:`StructgenGrammar` (a ``StructuredOutputGrammar``): one per request, over a
   :class:`~structgen.Matcher`.  ``accept_tokens`` advances (tokens after termination are
   ignored, as vLLM's xgrammar backend does), ``validate_tokens`` returns the longest accepted

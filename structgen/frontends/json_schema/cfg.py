@@ -170,7 +170,7 @@ class CfgSchemaCompiler(ObjectRules):
     def __init__(self, root, *, whitespace="compact", max_whitespace=16, lenient=False, draft=None,
                  time_limit=10.0, max_states=100_000, max_array_unroll=2048, max_string_length=256,
                  max_floating_permutations=3, property_order="declared", any_order_limit=1024, hygiene=None,
-                 **regular_options):
+                 edge_whitespace=True, **regular_options):
         h = resolve_hygiene(hygiene)
         # hygiene: extra members after the declared ones, in the rules and in the regular leaves
         self.extras_last = h is not None and h.extra_properties == "end"
@@ -195,6 +195,8 @@ class CfgSchemaCompiler(ObjectRules):
         self.dumps = whitespace == "dumps"
         self.ws = ir.Repeat(WS_CHARS, 0, int(max_whitespace)) if self.flexible else None
         self.max_whitespace = int(max_whitespace)
+        self.edge_whitespace = bool(edge_whitespace)
+        self._raw_of: dict = {}     # terminal name -> its language without the whitespace run before it
         self.max_array_unroll = int(max_array_unroll)
         self.max_floating_permutations = int(max_floating_permutations)
         self.rules: dict = {}
@@ -235,8 +237,46 @@ class CfgSchemaCompiler(ObjectRules):
             name = self.fresh(hint.upper())
             self._term_by_node[key] = name
             self.terminals[name] = ir.seq(lead, node) if lead is not None else node
+            if lead is not None:
+                self._raw_of[name] = node
         self._term_by_node[raw] = name
         return name
+
+    def _nullable(self) -> set:
+        out, grew = set(), True
+        while grew:
+            grew = False
+            for name, alts in self.rules.items():
+                if name not in out and any(all(x in out for x in alt) for alt in alts):
+                    out.add(name)
+                    grew = True
+        return out
+
+    def _without_lead(self, sym: str, memo: dict, nullable: set) -> str:
+        """A symbol for the language of ``sym`` without the whitespace run before its first
+        lexeme (``edge_whitespace=False``): the first terminal of each left edge, raw.  A JSON
+        value never derives the empty text, so the left edge is the first symbol of each
+        alternative."""
+        if sym in self.terminals:
+            node = self._raw_of.get(sym)
+            if node is None:
+                return sym
+            raw = self._term_by_node.get(("raw", node))
+            if raw is None:
+                raw = self.fresh(sym.split("#")[0])
+                self._term_by_node[("raw", node)] = raw
+                self.terminals[raw] = node
+            return raw
+        if sym in memo:
+            return memo[sym]
+        new = memo[sym] = self.fresh(sym.split("#")[0] + "^")
+        alts = []
+        for alt in self.rules[sym]:
+            if not alt or alt[0] in nullable:   # not met in the rules built here
+                raise Unsupported(f"edge_whitespace=False: rule {sym} may start with an empty part", where="")
+            alts.append((self._without_lead(alt[0], memo, nullable),) + tuple(alt[1:]))
+        self.rules[new] = alts
+        return new
 
     def lit(self, s: str) -> str:
         if self.dumps and s in (",", ":"):
@@ -260,8 +300,10 @@ class CfgSchemaCompiler(ObjectRules):
         top = self.value(self.root, "", None)
         if top is None:
             raise empty_language()
+        if self.ws is not None and not self.edge_whitespace:
+            top = self._without_lead(top, {}, self._nullable())
         alts = [(top,)]
-        if self.ws is not None:
+        if self.ws is not None and self.edge_whitespace:
             # the trailing run is its own lexeme (no whitespace prefix of its own)
             self.terminals["WS$trail"] = ir.Repeat(WS_CHARS, 1, self.max_whitespace)
             alts.append((top, "WS$trail"))
@@ -648,7 +690,9 @@ def compile_json_schema_cfg(schema, **options) -> SchemaReport:
     leaf options of :func:`structgen.frontends.json_schema.regular.compile_json_schema` (``any_depth``,
     ``unique_items_limit``, ...; ``any_depth`` only bounds free-form values *inside* a regular
     leaf, e.g. under ``not``), ``hygiene=None`` (generation restrictions, see :mod:`.hygiene`:
-    value terminals intersected with them, extra members after the declared ones).
+    value terminals intersected with them, extra members after the declared ones),
+    ``edge_whitespace=True`` (flexible layout: a whitespace run may also come before and after the
+    document, as JSON text allows; False: only between lexemes, as the regular compiler puts it).
     """
     return call_deep(_compile_json_schema_cfg, schema, options)
 

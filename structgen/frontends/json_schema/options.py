@@ -17,7 +17,7 @@ REGULAR_OPTIONS = frozenset({
     "unique_items_limit", "draft", "max_multiple_of_states", "max_properties_unroll", "max_states",
     "time_limit", "dfa_blocks", "extra_properties", "property_order", "any_order_limit",
     "any_order_max_states", "max_schema_depth", "hygiene"})
-GRAMMAR_OPTIONS = frozenset({"max_array_unroll", "max_string_length", "max_floating_permutations"})
+GRAMMAR_OPTIONS = frozenset({"max_array_unroll", "max_string_length", "max_floating_permutations", "edge_whitespace"})
 
 
 def check_options(options: dict, allowed: frozenset, who: str) -> dict:
