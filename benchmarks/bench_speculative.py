@@ -5,7 +5,12 @@ Extraction and JSON tasks whose answers copy long spans of the prompt, decoded g
 
 * constrained AR with fast-forward (the baseline), and unconstrained AR beside it;
 * speculative from prompt lookup alone, from grammar drafts alone, from both (no draft model);
-* speculative from a layer-truncated copy of SmolLM2 (``--draft-layers``), and from everything.
+* speculative from a layer-truncated copy of SmolLM2 (``--draft-layers``), and from everything;
+* transformers' own ``model.generate`` with structgen's ``StructgenLogitsProcessor`` (the same
+  compiled constraint): plain, with its prompt-lookup decoding (``prompt_lookup_num_tokens``) and
+  with assisted generation (``assistant_model``: the truncated copy).  These mask the target only
+  and cannot fast-forward; their outputs are checked for validity (greedy, but without
+  fast-forward, so the token ids may differ from structgen's).
 
 Per mode: wall seconds for the whole task set (best of ``--repeat``), speedup over constrained
 AR, target forward passes, output tokens per target pass, draft acceptance (accepted /
@@ -59,6 +64,29 @@ def modes(draft):
     return out
 
 
+def run_transformers(gen, model, tok, max_new, **extra):
+    """transformers' ``generate`` over the tasks with structgen's processor; (seconds, results
+    as (new ids, valid?), passes unknown)."""
+    from transformers import LogitsProcessorList
+
+    from structgen.integrations.transformers import StructgenLogitsProcessor
+
+    t0 = time.perf_counter()
+    res = []
+    for prompt, schema in TASKS:
+        cg = gen.compile(gen.constraint(schema=schema).grammar)
+        text = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
+        ids = torch.tensor([tok(text, add_special_tokens=False)["input_ids"]])
+        proc = StructgenLogitsProcessor(cg, prompt_length=ids.shape[1])
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), logits_processor=LogitsProcessorList([proc]),
+                             max_new_tokens=max_new, do_sample=False, pad_token_id=tok.eos_token_id, **extra)
+        new = out[0, ids.shape[1]:].tolist()
+        m = cg.matcher()
+        valid = m.advance_many(new) == len(new) and (m.is_terminated() or m.is_accepting())
+        res.append((new, valid))
+    return time.perf_counter() - t0, res
+
+
 def run(gen, spec, max_new, constrained=True):
     t0 = time.perf_counter()
     res = []
@@ -106,12 +134,29 @@ def main(argv=None) -> int:
                           "tokens_per_pass": round(toks / max(passes, 1), 2),
                           "draft_passes": sum(x.draft_forward_passes for x in res),
                           "proposed": prop, "accepted": acc, "equal_to_constrained_ar": same}
+        hf_modes = {"hf generate + processor": {}, "hf prompt lookup + proc.": {"prompt_lookup_num_tokens": 10}}
+        if draft is not None:
+            hf_modes["hf assisted + processor"] = {"assistant_model": draft}
+        for name, extra in hf_modes.items():
+            best, res = None, None
+            for _ in range(args.repeat):
+                t, r = run_transformers(gen, model, tok, args.max_new_tokens, **extra)
+                if best is None or t < best:
+                    best, res = t, r
+            toks = sum(len(ids) for ids, _ in res)
+            rows[name] = {"seconds": round(best, 3), "tokens": toks, "target_passes": None, "tokens_per_pass": None,
+                          "draft_passes": None, "proposed": {}, "accepted": {},
+                          "valid": sum(ok for _, ok in res), "equal_to_constrained_ar": None}
         base = rows["constrained AR (ff)"]["seconds"]
         print(f"\ntorch threads = {threads}; {len(TASKS)} tasks, greedy, max_new_tokens={args.max_new_tokens}")
         print(f"{'mode':26s} {'seconds':>8s} {'speedup':>8s} {'passes':>7s} {'tok/pass':>8s}  acceptance (acc/prop)")
         for name, r in rows.items():
             r["speedup"] = round(base / r["seconds"], 2)
             accs = ", ".join(f"{k} {r['accepted'][k]}/{r['proposed'][k]}" for k in r["proposed"] if r["proposed"][k])
+            if r["target_passes"] is None:   # transformers' generate: valid outputs instead of pass counts
+                print(f"{name:26s} {r['seconds']:8.2f} {r['speedup']:7.2f}x {'-':>7s} {'-':>8s}  "
+                      f"{r['valid']}/{len(TASKS)} valid, {r['tokens']} tokens")
+                continue
             flag = "" if r["equal_to_constrained_ar"] else "  OUTPUT DIFFERS"
             print(f"{name:26s} {r['seconds']:8.2f} {r['speedup']:7.2f}x {r['target_passes']:7d} "
                   f"{r['tokens_per_pass']:8.2f}  {accs}{flag}")
