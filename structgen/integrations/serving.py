@@ -42,7 +42,7 @@ __all__ = ["KINDS", "grammar_for", "is_gbnf", "engine_vocabulary", "engine_optio
 #: the constraint kinds :func:`grammar_for` reads
 KINDS = ("json", "json_object", "regex", "choice", "grammar", "lark", "gbnf", "structural_tag")
 _WHITESPACE = ("dumps", "compact", "flexible")
-_SYNTAX = ("ecma", "python")
+_SYNTAX = ("ecma", "python", "rust")
 
 
 def engine_options(environ=None) -> dict:
@@ -53,7 +53,8 @@ def engine_options(environ=None) -> dict:
       ``"compact"`` (no whitespace) or ``"flexible"`` (up to 16 whitespace characters between
       lexemes);
     - ``STRUCTGEN_REGEX_SYNTAX``: ``"ecma"`` (default: ``\\d`` is ``[0-9]``, as xgrammar and JSON
-      Schema read it) or ``"python"`` (Python ``re``).
+      Schema read it), ``"python"`` (Python ``re``) or ``"rust"`` (the Rust ``regex`` crate's, as
+      llguidance reads them; Lark grammars' ``/.../`` terminals too).
 
     Raises :class:`~structgen.errors.OptionError` naming the variable for any other value."""
     env = os.environ if environ is None else environ
@@ -99,7 +100,8 @@ def grammar_for(kind: str, spec, *, whitespace: str = "dumps", regex_syntax: str
             :mod:`structgen.integrations.structural_tag`).
         spec: the request's text.
         whitespace: the JSON layout (see :func:`engine_options`).
-        regex_syntax: ``"ecma"`` or ``"python"``.
+        regex_syntax: ``"ecma"``, ``"python"`` or ``"rust"`` (regex requests; for Lark terminals
+            ``"rust"`` reads them in Rust's syntax, the others in Lark's own, Python's).
     Raises:
         Unsupported: ``kind`` is unknown, or a structural tag holds a format structgen does
             not express (the message names its place).
@@ -125,7 +127,7 @@ def grammar_for(kind: str, spec, *, whitespace: str = "dumps", regex_syntax: str
             raise StructgenError("a grammar constraint is non-empty grammar text (Lark or GBNF)")
         if kind == "gbnf" or (kind == "grammar" and is_gbnf(spec)):
             return Grammar.from_gbnf(spec)
-        return Grammar.from_lark(spec)
+        return Grammar.from_lark(spec, regex_syntax="rust" if regex_syntax == "rust" else "python")
     raise Unsupported(f"unknown constraint kind {kind!r}; expected one of {', '.join(KINDS)}", where=str(kind))
 
 
