@@ -7,6 +7,7 @@ import random
 import time
 
 import numpy as np
+import torch
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -132,6 +133,31 @@ def test_bad_ids_raise_structgen_errors():
         ItemIndex.from_token_ids([[1], [2, 7]], 5)
     with pytest.raises(StructgenError, match="eos_id"):
         ItemIndex.from_token_ids([[1, 4]], 5, eos_id=4)
+    # padded arrays are checked in the flattening pass: the same errors, naming the row
+    with pytest.raises(StructgenError, match="item 1 has token id 7"):
+        ItemIndex.from_token_ids(np.array([[1, -1], [2, 7]]), 5)
+    with pytest.raises(StructgenError, match="item 0 contains eos_id=4"):
+        ItemIndex.from_token_ids(np.array([[4, -1]], np.int16), 5, eos_id=4)
+    with pytest.raises(StructgenError, match="item 0 has token id -3"):
+        ItemIndex.from_flat(np.array([1, -3], np.int32), [0, 2], 5)
+    with pytest.raises(StructgenError, match="vocab_size"):
+        ItemIndex.from_token_ids([[1]], 0)
+
+
+def test_input_dtypes_give_the_same_index():
+    rng = np.random.default_rng(3)
+    arr = rng.integers(0, 200, size=(500, 5))
+    arr[rng.random((500, 5)) < 0.2] = -1
+    arr = np.where(np.cumsum(arr < 0, axis=1) > 0, -1, arr)   # padding only trails
+    ref = ItemIndex.from_token_ids([r[r >= 0].tolist() for r in arr], 200, eos_id=200)
+    for a in (arr, arr.astype(np.int16), arr.astype(np.int32), torch.from_numpy(arr)):
+        ix = ItemIndex.from_token_ids(a, 200, eos_id=200)
+        assert np.array_equal(ix.token, ref.token) and np.array_equal(ix.indptr, ref.indptr)
+        assert np.array_equal(ix.terminal, ref.terminal)
+    data, off = ref.flat_items()
+    for d in (data, data.astype(np.int64), data.astype(np.uint16)):
+        ix = ItemIndex.from_flat(d, off, 200, eos_id=200)
+        assert np.array_equal(ix.indptr, ref.indptr) and ix.items() == ref.items()
 
 
 def test_semantic_ids_every_item_walks_to_a_terminal():

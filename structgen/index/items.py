@@ -110,6 +110,7 @@ class ItemIndex:
         self.max_branch = K.max_branch(indptr, depth_start)
         self.vocab_size = int(vocab_size)
         self.eos_id = None if eos_id is None else int(eos_id)
+        self._eos_arg = -1 if eos_id is None else int(eos_id)
         self.num_items = int(terminal.sum())
         for a in (token, indptr, terminal, depth_start, self.max_branch):
             a.flags.writeable = False
@@ -266,7 +267,9 @@ class ItemIndex:
         padded with -1 (a node of -1 gets an all -1 row).  A terminal node's row ends with
         ``(eos_id, -1)`` when ``eos_id`` was given.  ``width`` defaults to the widest row
         (a narrower one cuts rows).  ``out``: two preallocated ``[B, width]`` int64 arrays."""
-        nodes = np.ascontiguousarray(np.asarray(nodes, np.int64).reshape(-1))
+        if not (type(nodes) is np.ndarray and nodes.dtype == np.int64 and nodes.ndim == 1
+                and nodes.flags.c_contiguous):   # (the per-step path passes these as they are)
+            nodes = np.ascontiguousarray(np.asarray(nodes, np.int64).reshape(-1))
         if width is None:
             ok = nodes[nodes >= 0]
             width = int((self.indptr[ok + 1] - self.indptr[ok]).max(initial=0))
@@ -276,8 +279,7 @@ class ItemIndex:
             out_child = np.empty((nodes.size, width), np.int64)
         else:
             out_tok, out_child = out
-        K.gather(self.token, self.indptr, self.terminal, nodes, int(width),
-                -1 if self.eos_id is None else self.eos_id, out_tok, out_child)
+        K.gather(self.token, self.indptr, self.terminal, nodes, width, self._eos_arg, out_tok, out_child)
         return out_tok, out_child
 
     def item_id(self, seq: Sequence[int]) -> int:
