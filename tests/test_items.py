@@ -4,6 +4,7 @@ gather, walking every item, the device copy; build cost linear in the tokens."""
 from __future__ import annotations
 
 import random
+import re
 import time
 
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import structgen as sg
-from structgen.errors import StructgenError
+from structgen.errors import StructgenError, VocabularyError
 from structgen.index.items import ItemIndex
 
 
@@ -244,3 +245,21 @@ def test_from_strings_indexes_the_canonical_tokenization():
     # "Heat" spelled one byte token at a time is the same text but not the canonical tokens
     bytewise = [vocab.encode(c)[0] for c in "Heat"]
     assert bytewise != vocab.encode("Heat") and bytewise not in ix
+
+
+def test_from_strings_batch_encoding_matches_encode_and_finds_bad_strings():
+    from tests.helpers import load_vocab
+    rng = np.random.default_rng(7)
+    words = ["alpha", " beta", "Gamma", "δέλτα", "42", "x-y", "  two spaces", "emoji 🙂", ""]
+    strings = sorted({" ".join(rng.choice(words, size=rng.integers(1, 4))) for _ in range(300)})
+    for name in ("gpt2", "llama3"):
+        vocab = load_vocab(name)
+        ix = ItemIndex.from_strings(strings, vocab)
+        ref = ItemIndex.from_token_ids([vocab.encode(s) for s in strings], vocab.logits_width,
+                                       eos_id=int(vocab.eos_ids[0]))
+        assert ix.items() == ref.items() and np.array_equal(ix.indptr, ref.indptr)
+    # a SentencePiece tokenizer adds its dummy space: the first string it does not round-trip is named
+    sp = load_vocab("llama2")
+    first_bad = next(x for x in strings if sp.decode(sp.encode(x)) != x.encode())
+    with pytest.raises(VocabularyError, match=re.escape(repr(first_bad))):
+        ItemIndex.from_strings(strings, sp)

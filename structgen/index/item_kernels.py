@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit
 
 __all__ = ["flatten_padded", "first_bad_token", "pack_keys", "radix_sort_keys", "unpack_distinct",
-           "lcp_and_depths", "build_nodes", "item_ranges", "max_branch", "child", "walk", "gather", "paths"]
+           "lcp_and_depths", "build_nodes", "spell", "item_ranges", "max_branch", "child", "walk", "gather", "paths"]
 
 
 @njit(cache=True, nogil=True)
@@ -326,3 +326,25 @@ def pack_keys(data, off, bits, per_word, words):
             shift = np.uint64(bits * (per_word - 1 - j % per_word))
             keys[i, w] |= np.uint64(data[a0 + j] + 1) << shift
     return keys
+
+
+@njit(cache=True, nogil=True)
+def spell(data, off, token_data, token_offsets):
+    """The bytes of every item (flat uint8, int64 offsets): each token's bytes
+    ``token_data[token_offsets[t]:token_offsets[t + 1]]`` in order."""
+    n = off.size - 1
+    boff = np.zeros(n + 1, np.int64)
+    for i in range(n):
+        k = 0
+        for j in range(off[i], off[i + 1]):
+            t = data[j]
+            k += token_offsets[t + 1] - token_offsets[t]
+        boff[i + 1] = boff[i] + k
+    out = np.empty(boff[n], np.uint8)
+    pos = 0
+    for j in range(data.size):
+        t = data[j]
+        for x in range(token_offsets[t], token_offsets[t + 1]):
+            out[pos] = token_data[x]
+            pos += 1
+    return out, boff

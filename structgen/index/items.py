@@ -36,6 +36,8 @@ from . import item_kernels as K
 
 __all__ = ["ItemIndex", "DeviceItemIndex", "ItemSubset"]
 
+_INT64 = np.dtype(np.int64)
+
 
 def _flatten(sequences, vocab_size: int, eos_id: int | None) -> tuple[np.ndarray, np.ndarray]:
     """(flat int32 tokens, int64 offsets) from a list of sequences or a padded 2-D array
@@ -92,6 +94,34 @@ def _sorted_distinct(data: np.ndarray, off: np.ndarray):
     words = max(1, -(-L // per_word))
     keys = K.radix_sort_keys(K.pack_keys(data, off, bits, per_word, words))
     return K.unpack_distinct(keys, bits, per_word, int(data.size), L)
+
+
+def _encode_batch(vocab, strings: list[str]) -> list:
+    """:meth:`Vocabulary.encode` of every string, through the tokenizer's batch call when it
+    has one (the same encoding: no special tokens, no padding)."""
+    tok = vocab.tokenizer
+    if tok is None or not strings:
+        return [vocab.encode(x) for x in strings]
+    if hasattr(tok, "encode_batch"):        # a tokenizers.Tokenizer
+        return [e.ids for e in tok.encode_batch(strings, add_special_tokens=False)]
+    if callable(tok):                       # a transformers tokenizer
+        return tok(strings, add_special_tokens=False)["input_ids"]
+    return [vocab.encode(x) for x in strings]
+
+
+def _first_mismatch(spelled: np.ndarray, soff: np.ndarray, strings: list[str]) -> int:
+    """The first ``i`` whose spelling ``spelled[soff[i]:soff[i + 1]]`` is not ``strings[i]``'s
+    UTF-8, or -1."""
+    enc = [x.encode("utf-8") for x in strings]
+    lens = np.fromiter(map(len, enc), np.int64, count=len(enc))
+    want = np.frombuffer(b"".join(enc), np.uint8)
+    short = np.flatnonzero(lens != np.diff(soff))
+    stop = int(short[0]) if short.size else len(enc)   # offsets agree before the first length mismatch
+    upto = int(soff[stop])
+    diff = np.flatnonzero(spelled[:upto] != want[:upto])
+    if diff.size:
+        return int(np.searchsorted(soff, diff[0], side="right") - 1)
+    return stop if stop < len(enc) else -1
 
 
 class ItemIndex:
@@ -181,17 +211,17 @@ class ItemIndex:
             width = vocab.logits_width
             if eos_id is None:
                 eos_id = int(vocab.eos_ids[0])
-            seqs = []
-            for s in strings:
-                ids = vocab.encode(s)
-                if vocab.decode(ids) != s.encode("utf-8"):
-                    raise VocabularyError(f"items: the tokenizer does not round-trip {s!r}")
-                seqs.append(ids)
-        else:
-            width = len(vocab)
-            if eos_id is None and getattr(vocab, "eos_token_id", None) is not None:
-                eos_id = int(vocab.eos_token_id)
-            seqs = [list(vocab.encode(s, add_special_tokens=False)) for s in strings]
+            strings = list(strings)
+            data, off = _flatten(_encode_batch(vocab, strings), width, eos_id)
+            spelled, soff = K.spell(data, off, vocab.token_data, vocab.token_offsets)
+            bad = _first_mismatch(spelled, soff, strings)
+            if bad >= 0:
+                raise VocabularyError(f"items: the tokenizer does not round-trip {strings[bad]!r}")
+            return cls._from_checked(data, off, width, eos_id, False)
+        width = len(vocab)
+        if eos_id is None and getattr(vocab, "eos_token_id", None) is not None:
+            eos_id = int(vocab.eos_token_id)
+        seqs = [list(vocab.encode(s, add_special_tokens=False)) for s in strings]
         return cls.from_token_ids(seqs, width, eos_id)
 
     # ------------------------------------------------------------------ queries
@@ -267,9 +297,8 @@ class ItemIndex:
         padded with -1 (a node of -1 gets an all -1 row).  A terminal node's row ends with
         ``(eos_id, -1)`` when ``eos_id`` was given.  ``width`` defaults to the widest row
         (a narrower one cuts rows).  ``out``: two preallocated ``[B, width]`` int64 arrays."""
-        if not (type(nodes) is np.ndarray and nodes.dtype == np.int64 and nodes.ndim == 1
-                and nodes.flags.c_contiguous):   # (the per-step path passes these as they are)
-            nodes = np.ascontiguousarray(np.asarray(nodes, np.int64).reshape(-1))
+        if not (type(nodes) is np.ndarray and nodes.dtype is _INT64 and nodes.ndim == 1):
+            nodes = np.ascontiguousarray(np.asarray(nodes, np.int64).reshape(-1))   # (per-step callers pass these)
         if width is None:
             ok = nodes[nodes >= 0]
             width = int((self.indptr[ok + 1] - self.indptr[ok]).max(initial=0))
