@@ -102,8 +102,10 @@ def _encode_batch(vocab, strings: list[str]) -> list:
     tok = vocab.tokenizer
     if tok is None or not strings:
         return [vocab.encode(x) for x in strings]
-    if hasattr(tok, "encode_batch"):        # a tokenizers.Tokenizer
-        return [e.ids for e in tok.encode_batch(strings, add_special_tokens=False)]
+    rust = tok if hasattr(tok, "encode_batch") else getattr(tok, "backend_tokenizer", None)
+    if rust is not None:                    # a tokenizers.Tokenizer (a fast tokenizer's backend)
+        batch = getattr(rust, "encode_batch_fast", rust.encode_batch)   # (no character offsets)
+        return [e.ids for e in batch(strings, add_special_tokens=False)]
     if callable(tok):                       # a transformers tokenizer
         return tok(strings, add_special_tokens=False)["input_ids"]
     return [vocab.encode(x) for x in strings]
