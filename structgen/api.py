@@ -479,7 +479,9 @@ def generate(model, tokenizer, prompt, *, schema=None, regex=None, grammar=None,
 
     ``items=``: an :class:`ItemIndex` (or an :class:`ItemCatalog`, or ``index.subset(...)``):
     the output is one of its token sequences, then EOS (the vocabulary's EOS ids, where an item
-    ends); greedy or sampled like any other constraint, ``.text`` its bytes.  ``choices=`` lists
+    ends); greedy or sampled like any other constraint, ``.text`` its bytes (with
+    ``token_healing`` the first token may span the prompt's end and the item, so ``.text``, not
+    ``.token_ids``, spells the item).  ``choices=`` lists
     longer than :data:`CHOICES_INDEX_THRESHOLD` take this path too (each choice's canonical
     tokenization only; shorter lists admit every tokenization of each choice).
 
