@@ -265,7 +265,10 @@ class Generator:
         check_generate_options(opts)  # before any compile or forward pass
         spec = {k: v for k, v in kw.items() if k in _CONSTRAINT_OPTIONS and v is not None}
         t0 = time.perf_counter()
-        n_choices = None if spec.get("choices") is None or isinstance(spec["choices"], str) else len(spec["choices"])
+        ch = spec.get("choices")
+        if ch is not None and not isinstance(ch, (str, list, tuple)):
+            spec["choices"] = ch = list(ch)   # (an iterator: counted once, read once)
+        n_choices = None if ch is None or isinstance(ch, str) else len(ch)
         items = self._item_set(spec)
         compiled = None
         if items is not None:
