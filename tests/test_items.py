@@ -263,3 +263,23 @@ def test_from_strings_batch_encoding_matches_encode_and_finds_bad_strings():
     first_bad = next(x for x in strings if sp.decode(sp.encode(x)) != x.encode())
     with pytest.raises(VocabularyError, match=re.escape(repr(first_bad))):
         ItemIndex.from_strings(strings, sp)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_dense_levels_answer_as_the_csr_rows(seed):
+    rng = random.Random(seed)
+    V = rng.choice([3, 17, 300])
+    items = [[rng.randrange(V) for _ in range(rng.randint(0, 5))] for _ in range(rng.randint(1, 400))]
+    plain = ItemIndex.from_token_ids(items, V, eos_id=V)
+    for budget, levels in ((0, 0), (4 * V, 1), (1 << 30, 2 if plain.max_depth >= 1 else 1)):
+        ix = ItemIndex.from_token_ids(items, V, eos_id=V)
+        assert ix.dense_levels(budget) == levels
+        probes = [it[:k] for it in items for k in range(len(it) + 1)]
+        probes += [[rng.randrange(-2, V + 3) for _ in range(rng.randint(1, 3))] for _ in range(200)]
+        for p in probes:
+            assert ix.walk(p) == plain.walk(p)
+            assert ix.next_tokens(p).tolist() == plain.next_tokens(p).tolist()
+        for node in range(min(ix.num_nodes, 50)):
+            for t in (-1, 0, V - 1, V, V + 5, rng.randrange(V)):
+                assert ix.child(node, t) == plain.child(node, t)
+        assert ix.nbytes >= plain.nbytes

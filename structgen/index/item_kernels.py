@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit
 
 __all__ = ["flatten_padded", "first_bad_token", "pack_keys", "radix_sort_keys", "unpack_distinct",
-           "lcp_and_depths", "build_nodes", "spell", "item_ranges", "max_branch", "child", "walk", "gather", "paths"]
+           "lcp_and_depths", "build_nodes", "spell", "item_ranges", "max_branch", "child", "walk", "dense_rows", "child_dense", "walk_dense", "gather", "paths"]
 
 
 @njit(cache=True, nogil=True)
@@ -348,3 +348,34 @@ def spell(data, off, token_data, token_offsets):
             out[pos] = token_data[x]
             pos += 1
     return out, boff
+
+
+@njit(cache=True, nogil=True)
+def dense_rows(token, indptr, rows, width):
+    """The direct table of nodes ``0 .. rows-1``: ``table[v, t]`` = the child of ``v`` along
+    token ``t``, or -1 (int32 ``[rows, width]``)."""
+    table = np.full((rows, width), -1, np.int32)
+    for v in range(rows):
+        for e in range(indptr[v], indptr[v + 1]):
+            table[v, token[e]] = e
+    return table
+
+
+@njit(cache=True, nogil=True)
+def child_dense(token, indptr, dense, node, t):
+    """:func:`child`, looked up in ``dense`` (see :func:`dense_rows`) for nodes it covers."""
+    if node < dense.shape[0]:
+        if t < 0 or t >= dense.shape[1]:
+            return -1
+        return np.int64(dense[node, t])
+    return child(token, indptr, node, t)
+
+
+@njit(cache=True, nogil=True)
+def walk_dense(token, indptr, dense, prefix):
+    node = 0
+    for t in prefix:
+        node = child_dense(token, indptr, dense, node, t)
+        if node < 0:
+            return -1
+    return node

@@ -138,6 +138,7 @@ class ItemIndex:
         self.indptr = indptr
         self.terminal = terminal
         self._ranges = None
+        self._dense = np.zeros((0, 1), np.int32)   # direct child tables of the first nodes (dense_levels)
         self.depth_start = depth_start
         self.max_branch = K.max_branch(indptr, depth_start)
         self.vocab_size = int(vocab_size)
@@ -241,6 +242,7 @@ class ItemIndex:
         arrays = [self.token, self.indptr, self.terminal, self.depth_start, self.max_branch]
         if self._ranges is not None:
             arrays += list(self._ranges)
+        arrays.append(self._dense)
         return int(sum(a.nbytes for a in arrays))
 
     @property
@@ -263,13 +265,32 @@ class ItemIndex:
     def walk(self, prefix: Sequence[int]) -> int:
         """The node after ``prefix`` (0 = root), or -1 when no item starts with it."""
         p = np.asarray(prefix, np.int64).reshape(-1)
-        return int(K.walk(self.token, self.indptr, p))
+        return int(K.walk_dense(self.token, self.indptr, self._dense, p))
 
     def child(self, node: int, token: int) -> int:
         """The child of ``node`` along ``token``, or -1."""
         if node < 0 or token < 0:
             return -1
-        return int(K.child(self.token, self.indptr, int(node), int(token)))
+        return int(K.child_dense(self.token, self.indptr, self._dense, int(node), int(token)))
+
+    def dense_levels(self, budget_bytes: int = 64 << 20) -> int:
+        """Direct tables for the first levels, within ``budget_bytes``: the root (depth 0) and
+        then the depth-1 nodes each get an int32 row of ``vocab_size`` entries (child by token,
+        -1 when none), a level only when all rows up to it fit.  :meth:`child` and
+        :meth:`walk` then look those nodes up in O(1) instead of a binary search over a wide
+        row.  Returns the number of levels now tabled (0, 1 or 2); the tables count in
+        :attr:`nbytes`.  The other queries and the node layout do not change."""
+        row = 4 * self.vocab_size
+        rows = 0
+        for d in (0, 1):
+            if d > self.max_depth or int(self.depth_start[d + 1]) * row > budget_bytes:
+                break
+            rows = int(self.depth_start[d + 1])   # nodes of depths 0..d are the ids below this
+        if rows != self._dense.shape[0]:
+            t = K.dense_rows(self.token, self.indptr, rows, self.vocab_size) if rows else np.zeros((0, 1), np.int32)
+            t.flags.writeable = False
+            self._dense = t
+        return 0 if rows == 0 else (1 if rows == 1 else 2)
 
     def children(self, node: int) -> tuple[np.ndarray, np.ndarray]:
         """(tokens, child ids) of ``node``'s row, sorted by token (views)."""
