@@ -16,7 +16,8 @@
 Constraints: exactly one of ``schema=`` (a Pydantic model, any type Pydantic's
 TypeAdapter accepts, a JSON Schema dict or JSON text), ``regex=``, ``grammar=``
 (a :class:`Grammar`, Lark text, or GBNF text when it contains ``::=``) and
-``choices=``; none means unconstrained.  Decoding is the batched loop of
+``choices=``, or ``items=`` (an :class:`ItemIndex` / :class:`ItemCatalog` of token sequences);
+none means unconstrained.  Decoding is the batched loop of
 :mod:`structgen.decoding.autoregressive` (KV cache, left padding, fast-forward).
 """
 from __future__ import annotations
@@ -41,16 +42,26 @@ from .decoding.autoregressive import DecodeStats, Row, decode_steps
 from .decoding.options import check_generate_options
 from .decoding.result import GenerationResult, clip_text
 from .decoding.speculative import Speculative, speculative_decode_steps
-from .constraints import Constraint, constraint_from_annotation, resolve_constraint, string_choices
-from .errors import GenerationError, OptionError, StructgenError, Unsupported
+from .constraints import Constraint, choice_strings, constraint_from_annotation, identity, resolve_constraint, \
+    string_choices
+from .errors import GenerationError, OptionError, StructgenError, Unsupported, VocabularyError
 from .grammar import Grammar
+from .index.catalog import ItemCatalog
+from .index.items import ItemIndex, ItemSubset
 from .index.token_dfa import TokenDFA
+from .runtime.item_matcher import ItemMatcher
 from .models import load_demo, model_logits_width
 from .tools import parse_output
 from .vocab import Vocabulary
 
 __all__ = ["generate", "Generator", "GenerationResult", "GenerationError", "Constraint", "TextStream",
-           "function", "constraint_from_annotation"]
+           "function", "constraint_from_annotation", "CHOICES_INDEX_THRESHOLD"]
+
+#: ``choices=`` lists longer than this are decoded through an :class:`ItemIndex` of each choice's
+#: canonical tokenization (a trie: memory and build time linear in the choices) instead of a
+#: regular automaton (which admits every tokenization of each choice but does not scale to
+#: millions).  Falls back to the automaton when the tokenizer does not round-trip a choice.
+CHOICES_INDEX_THRESHOLD = 2000
 
 
 def token_text(vocab, ids) -> bytes:
@@ -254,8 +265,21 @@ class Generator:
         check_generate_options(opts)  # before any compile or forward pass
         spec = {k: v for k, v in kw.items() if k in _CONSTRAINT_OPTIONS and v is not None}
         t0 = time.perf_counter()
-        constraint = spec.pop("constraint", None) or self.constraint(**spec)
-        compiled = self.compile(constraint.grammar) if constraint.grammar is not None else None
+        ch = spec.get("choices")
+        if ch is not None and not isinstance(ch, (str, list, tuple)):
+            spec["choices"] = ch = list(ch)   # (an iterator: counted once, read once)
+        n_choices = None if ch is None or isinstance(ch, str) else len(ch)
+        items = self._item_set(spec)
+        compiled = None
+        if items is not None:
+            # (items= with choices= raises above, so n_choices is set only for the switched list)
+            what = f"{n_choices} choices" if n_choices is not None else f"{int(items.cum[-1]) if isinstance(items, ItemSubset) else len(items)} items"
+            constraint = Constraint(None, identity, f"one of {what}")
+            make_matcher = lambda: ItemMatcher(items, self.vocab)  # noqa: E731
+        else:
+            constraint = spec.pop("constraint", None) or self.constraint(**spec)
+            compiled = self.compile(constraint.grammar) if constraint.grammar is not None else None
+            make_matcher = compiled.matcher if compiled is not None else lambda: None
         compile_s = time.perf_counter() - t0
         prompts, batched = _split_batch(prompt)
         rows, texts = [], []
@@ -265,9 +289,40 @@ class Generator:
             if opts["token_healing"] and len(ids) > 1 and self.vocab.is_normal[ids[-1]]:
                 heal = self.vocab.token_bytes(ids[-1])
                 ids = ids[:-1]
-            rows.append(Row(ids, compiled.matcher() if compiled is not None else None, heal=heal))
+            rows.append(Row(ids, make_matcher(), heal=heal))
             texts.append(text)
         return _Run(self, rows, texts, constraint, opts, compile_s, batched, compiled)
+
+
+    def _item_set(self, spec: dict):
+        """The item set to decode with (``items=``, or a ``choices=`` list longer than
+        :data:`CHOICES_INDEX_THRESHOLD`), popped from ``spec``; None for the other constraints."""
+        items = spec.pop("items", None)
+        if items is not None:
+            other = sorted(k for k in spec if k in ("schema", "regex", "grammar", "choices", "tools", "constraint"))
+            if other:
+                raise TypeError(f"pass at most one of items=, {', '.join(k + '=' for k in other)}")
+            if not isinstance(items, (ItemIndex, ItemSubset, ItemCatalog)):
+                raise OptionError(f"items= takes a structgen.ItemIndex, an ItemCatalog or an index's subset(), "
+                                  f"not {type(items).__name__}")
+            return items
+        choices = spec.get("choices")
+        if choices is None or isinstance(choices, str) or len(choices) <= CHOICES_INDEX_THRESHOLD \
+                or any(k in spec for k in ("schema", "regex", "grammar", "tools")):
+            return None
+        opts = choice_strings(choices)
+        key = ("choices-index", tuple(opts))
+        hit = self._compiled.get(key)
+        if hit is None:
+            try:
+                hit = ItemIndex.from_strings(opts, self.vocab)
+            except VocabularyError:
+                hit = False   # a choice the tokenizer does not round-trip: the automaton spells it
+            self._compiled.put(key, hit)
+        if hit is False:
+            return None
+        spec.pop("choices")
+        return hit
 
 
 def _spec_key(spec: dict):
@@ -291,7 +346,7 @@ def _spec_key(spec: dict):
 
 _GEN_OPTIONS = {"max_new_tokens": 256, "temperature": 0.0, "top_p": 1.0, "top_k": 0, "seed": None,
                 "chat": None, "system": None, "fast_forward": True, "token_healing": False, "speculative": None}
-_CONSTRAINT_OPTIONS = {"schema", "regex", "grammar", "choices", "whitespace", "schema_options", "property_order",
+_CONSTRAINT_OPTIONS = {"schema", "regex", "grammar", "choices", "items", "whitespace", "schema_options", "property_order",
                        "constraint", "tools", "tool_format"}
 
 
@@ -390,7 +445,7 @@ class TextStream:
 _GENERATORS = caching.LRU(4, name="api.generators")  # (id(model), id(tokenizer)) -> Generator
 
 
-def generate(model, tokenizer, prompt, *, schema=None, regex=None, grammar=None, choices=None,
+def generate(model, tokenizer, prompt, *, schema=None, regex=None, grammar=None, choices=None, items=None,
              max_new_tokens: int = 256, temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0,
              seed: int | None = None, whitespace: str | None = None, chat: bool | None = None,
              system: str | None = None, fast_forward: bool = True, token_healing: bool = False,
@@ -425,6 +480,14 @@ def generate(model, tokenizer, prompt, *, schema=None, regex=None, grammar=None,
     ``model`` and ``tokenizer`` go together: ``None`` for both is the demo model (see
     :class:`Generator`); one without the other raises.
 
+    ``items=``: an :class:`ItemIndex` (or an :class:`ItemCatalog`, or ``index.subset(...)``):
+    the output is one of its token sequences, then EOS (the vocabulary's EOS ids, where an item
+    ends); greedy or sampled like any other constraint, ``.text`` its bytes (with
+    ``token_healing`` the first token may span the prompt's end and the item, so ``.text``, not
+    ``.token_ids``, spells the item).  ``choices=`` lists
+    longer than :data:`CHOICES_INDEX_THRESHOLD` take this path too (each choice's canonical
+    tokenization only; shorter lists admit every tokenization of each choice).
+
     ``tools=[...]`` (Pydantic models or JSON Schemas) with ``tool_format="hermes"|"llama3"|"mistral"``
     constrains the output to free text and tool calls in that format (:func:`structgen.tools.tool_calls`;
     the same as ``grammar=sg.tool_calls(tools, format=...)``): ``result.tool_calls`` are the calls,
@@ -438,7 +501,7 @@ def generate(model, tokenizer, prompt, *, schema=None, regex=None, grammar=None,
     if gen is None or gen.model is not model or gen.tokenizer is not tokenizer:
         gen = Generator(model, tokenizer)
         _GENERATORS.put(key, gen)
-    return gen.generate(prompt, schema=schema, regex=regex, grammar=grammar, choices=choices,
+    return gen.generate(prompt, schema=schema, regex=regex, grammar=grammar, choices=choices, items=items,
                         max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
                         seed=seed, whitespace=whitespace, chat=chat, system=system, fast_forward=fast_forward,
                         token_healing=token_healing, schema_options=schema_options, property_order=property_order,

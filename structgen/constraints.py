@@ -16,7 +16,7 @@ from .frontends.pydantic import close_objects as _closed, pydantic_to_schema
 from .grammar import Grammar
 from .tools import tool_calls
 
-__all__ = ["Constraint", "constraint_from_annotation", "resolve_constraint", "identity", "string_choices"]
+__all__ = ["Constraint", "constraint_from_annotation", "resolve_constraint", "identity", "string_choices", "choice_strings"]
 
 
 @dataclasses.dataclass
@@ -177,9 +177,7 @@ def resolve_constraint(*, schema=None, regex=None, grammar=None, choices=None, w
     if choices is not None:
         if isinstance(choices, str):
             raise TypeError("choices= takes a list of strings, not one string")
-        opts = [c.value if isinstance(c, enum.Enum) else c for c in choices]
-        if not all(isinstance(c, str) for c in opts):
-            raise TypeError("choices= takes strings (or str-valued Enum members)")
+        opts = choice_strings(choices)
         return Constraint(Grammar.choice(opts), identity, f"one of {len(opts)} choices")
     if isinstance(grammar, Grammar):
         return Constraint(grammar, identity, grammar.source)
@@ -187,6 +185,19 @@ def resolve_constraint(*, schema=None, regex=None, grammar=None, choices=None, w
         g = Grammar.from_gbnf(grammar) if "::=" in grammar else Grammar.from_lark(grammar)
         return Constraint(g, identity, g.source)
     raise TypeError(f"grammar= takes a structgen.Grammar or grammar text, not {type(grammar).__name__}")
+
+
+def choice_strings(choices) -> list[str]:
+    """The strings of a ``choices=`` list (str-valued Enum members by value).
+
+    Raises:
+        TypeError: one string instead of a list, or an entry that is not a string."""
+    if isinstance(choices, str):
+        raise TypeError("choices= takes a list of strings, not one string")
+    opts = [c.value if isinstance(c, enum.Enum) else c for c in choices]
+    if not all(isinstance(c, str) for c in opts):
+        raise TypeError("choices= takes strings (or str-valued Enum members)")
+    return opts
 
 
 # ----------------------------------------------------------------------------- results

@@ -4,14 +4,16 @@ gather, walking every item, the device copy; build cost linear in the tokens."""
 from __future__ import annotations
 
 import random
+import re
 import time
 
 import numpy as np
+import torch
 import pytest
 from hypothesis import given, settings, strategies as st
 
 import structgen as sg
-from structgen.errors import StructgenError
+from structgen.errors import StructgenError, VocabularyError
 from structgen.index.items import ItemIndex
 
 
@@ -132,6 +134,31 @@ def test_bad_ids_raise_structgen_errors():
         ItemIndex.from_token_ids([[1], [2, 7]], 5)
     with pytest.raises(StructgenError, match="eos_id"):
         ItemIndex.from_token_ids([[1, 4]], 5, eos_id=4)
+    # padded arrays are checked in the flattening pass: the same errors, naming the row
+    with pytest.raises(StructgenError, match="item 1 has token id 7"):
+        ItemIndex.from_token_ids(np.array([[1, -1], [2, 7]]), 5)
+    with pytest.raises(StructgenError, match="item 0 contains eos_id=4"):
+        ItemIndex.from_token_ids(np.array([[4, -1]], np.int16), 5, eos_id=4)
+    with pytest.raises(StructgenError, match="item 0 has token id -3"):
+        ItemIndex.from_flat(np.array([1, -3], np.int32), [0, 2], 5)
+    with pytest.raises(StructgenError, match="vocab_size"):
+        ItemIndex.from_token_ids([[1]], 0)
+
+
+def test_input_dtypes_give_the_same_index():
+    rng = np.random.default_rng(3)
+    arr = rng.integers(0, 200, size=(500, 5))
+    arr[rng.random((500, 5)) < 0.2] = -1
+    arr = np.where(np.cumsum(arr < 0, axis=1) > 0, -1, arr)   # padding only trails
+    ref = ItemIndex.from_token_ids([r[r >= 0].tolist() for r in arr], 200, eos_id=200)
+    for a in (arr, arr.astype(np.int16), arr.astype(np.int32), torch.from_numpy(arr)):
+        ix = ItemIndex.from_token_ids(a, 200, eos_id=200)
+        assert np.array_equal(ix.token, ref.token) and np.array_equal(ix.indptr, ref.indptr)
+        assert np.array_equal(ix.terminal, ref.terminal)
+    data, off = ref.flat_items()
+    for d in (data, data.astype(np.int64), data.astype(np.uint16)):
+        ix = ItemIndex.from_flat(d, off, 200, eos_id=200)
+        assert np.array_equal(ix.indptr, ref.indptr) and ix.items() == ref.items()
 
 
 def test_semantic_ids_every_item_walks_to_a_terminal():
@@ -218,3 +245,41 @@ def test_from_strings_indexes_the_canonical_tokenization():
     # "Heat" spelled one byte token at a time is the same text but not the canonical tokens
     bytewise = [vocab.encode(c)[0] for c in "Heat"]
     assert bytewise != vocab.encode("Heat") and bytewise not in ix
+
+
+def test_from_strings_batch_encoding_matches_encode_and_finds_bad_strings():
+    from tests.helpers import load_vocab
+    rng = np.random.default_rng(7)
+    words = ["alpha", " beta", "Gamma", "δέλτα", "42", "x-y", "  two spaces", "emoji 🙂", ""]
+    strings = sorted({" ".join(rng.choice(words, size=rng.integers(1, 4))) for _ in range(300)})
+    for name in ("gpt2", "llama3"):
+        vocab = load_vocab(name)
+        ix = ItemIndex.from_strings(strings, vocab)
+        ref = ItemIndex.from_token_ids([vocab.encode(s) for s in strings], vocab.logits_width,
+                                       eos_id=int(vocab.eos_ids[0]))
+        assert ix.items() == ref.items() and np.array_equal(ix.indptr, ref.indptr)
+    # a SentencePiece tokenizer adds its dummy space: the first string it does not round-trip is named
+    sp = load_vocab("llama2")
+    first_bad = next(x for x in strings if sp.decode(sp.encode(x)) != x.encode())
+    with pytest.raises(VocabularyError, match=re.escape(repr(first_bad))):
+        ItemIndex.from_strings(strings, sp)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_dense_levels_answer_as_the_csr_rows(seed):
+    rng = random.Random(seed)
+    V = rng.choice([3, 17, 300])
+    items = [[rng.randrange(V) for _ in range(rng.randint(0, 5))] for _ in range(rng.randint(1, 400))]
+    plain = ItemIndex.from_token_ids(items, V, eos_id=V)
+    for budget, levels in ((0, 0), (4 * V, 1), (1 << 30, 2 if plain.max_depth >= 1 else 1)):
+        ix = ItemIndex.from_token_ids(items, V, eos_id=V)
+        assert ix.dense_levels(budget) == levels
+        probes = [it[:k] for it in items for k in range(len(it) + 1)]
+        probes += [[rng.randrange(-2, V + 3) for _ in range(rng.randint(1, 3))] for _ in range(200)]
+        for p in probes:
+            assert ix.walk(p) == plain.walk(p)
+            assert ix.next_tokens(p).tolist() == plain.next_tokens(p).tolist()
+        for node in range(min(ix.num_nodes, 50)):
+            for t in (-1, 0, V - 1, V, V + 5, rng.randrange(V)):
+                assert ix.child(node, t) == plain.child(node, t)
+        assert ix.nbytes >= plain.nbytes

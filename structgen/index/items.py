@@ -16,8 +16,9 @@ items, so
 - ``max_branch[d]``: the largest number of children of a node of depth ``d`` (static shapes
   for the batched gather).
 
-Build: the items are sorted (``np.lexsort``) and deduplicated, then one Numba pass over the
-tokens (O(total tokens)) computes every node.  ``from_strings`` spells each string with the
+Build (Numba kernels in :mod:`.item_kernels`): the items are flattened and checked in one
+pass, packed into uint64 keys, radix-sorted and unpacked without duplicates, then one pass over
+the tokens (O(total tokens)) computes every node.  ``from_strings`` spells each string with the
 tokenizer's own (canonical) encoding: only that token sequence is in the index; other token
 sequences spelling the same text are *not* accepted.
 
@@ -29,317 +30,100 @@ from typing import Sequence
 
 import numpy as np
 import torch
-from numba import njit
 
 from ..errors import StructgenError, VocabularyError
+from . import item_kernels as K
 
 __all__ = ["ItemIndex", "DeviceItemIndex", "ItemSubset"]
 
-
-@njit(cache=True, nogil=True)
-def _lcp_and_depths(data, off):
-    """Per sorted item: the longest common prefix with the previous item, and the number of
-    new nodes per depth (``count[d]``, d = 1..max_len)."""
-    n = off.size - 1
-    lcp = np.zeros(n, np.int64)
-    max_len = 0
-    for i in range(n):
-        ln = off[i + 1] - off[i]
-        if ln > max_len:
-            max_len = ln
-    count = np.zeros(max_len + 2, np.int64)
-    for i in range(n):
-        a0, a1 = off[i], off[i + 1]
-        k = 0
-        if i > 0:
-            b0, b1 = off[i - 1], off[i]
-            m = min(a1 - a0, b1 - b0)
-            while k < m and data[a0 + k] == data[b0 + k]:
-                k += 1
-        lcp[i] = k
-        for d in range(k + 1, a1 - a0 + 1):
-            count[d] += 1
-    return lcp, count, max_len
+_INT64 = np.dtype(np.int64)
 
 
-@njit(cache=True, nogil=True)
-def _build(data, off, lcp, depth_start, n_nodes, max_len, ptr_dtype):
-    """Breadth-first node arrays from sorted, distinct items (see the module docstring)."""
-    n = off.size - 1
-    token = np.full(n_nodes, -1, np.int32)
-    parent = np.zeros(n_nodes, np.int64)
-    terminal = np.zeros(n_nodes, np.bool_)
-    nxt = depth_start[:-1].copy()          # next free id per depth
-    cur = np.zeros(max_len + 1, np.int64)  # the current path's node per depth (cur[0] = root)
-    for i in range(n):
-        a0 = off[i]
-        ln = off[i + 1] - a0
-        for d in range(lcp[i] + 1, ln + 1):
-            v = nxt[d]
-            nxt[d] += 1
-            token[v] = data[a0 + d - 1]
-            parent[v] = cur[d - 1]
-            cur[d] = v
-        terminal[cur[ln]] = True
-    # parents are nondecreasing over ids 1.. (children of sorted parents come sorted)
-    indptr = np.empty(n_nodes + 1, ptr_dtype)
-    p = 0
-    indptr[0] = 1
-    for v in range(1, n_nodes):
-        while p < parent[v]:
-            p += 1
-            indptr[p] = v
-    while p < n_nodes:
-        p += 1
-        indptr[p] = n_nodes
-    return token, indptr, terminal
+def _flatten(sequences, vocab_size: int, eos_id: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """(flat int32 tokens, int64 offsets) from a list of sequences or a padded 2-D array
+    (negative entries are padding and end a row), every token checked.
 
-
-@njit(cache=True, nogil=True)
-def _ranges(indptr, terminal):
-    """``item_lo``/``item_hi`` of every node: terminal counts summed over subtrees (children
-    have larger ids than their parent), then offsets in child order."""
-    n = terminal.size
-    cnt = np.zeros(n, np.int64)
-    for v in range(n - 1, -1, -1):
-        c = np.int64(terminal[v])
-        for e in range(indptr[v], indptr[v + 1]):
-            c += cnt[e]
-        cnt[v] = c
-    lo = np.zeros(n, np.int64)
-    for v in range(n):
-        at = lo[v] + np.int64(terminal[v])
-        for e in range(indptr[v], indptr[v + 1]):
-            lo[e] = at
-            at += cnt[e]
-    return lo, lo + cnt
-
-
-@njit(cache=True, nogil=True)
-def _max_branch(indptr, depth_start):
-    D = depth_start.size - 1
-    out = np.zeros(D, np.int64)
-    for d in range(D):
-        m = 0
-        for v in range(depth_start[d], depth_start[d + 1]):
-            k = indptr[v + 1] - indptr[v]
-            if k > m:
-                m = k
-        out[d] = m
-    return out
-
-
-@njit(cache=True, nogil=True)
-def _child(token, indptr, node, t):
-    """The child of ``node`` along token ``t`` (binary search in its row), or -1."""
-    lo, hi = indptr[node], indptr[node + 1]
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if token[mid] < t:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < indptr[node + 1] and token[lo] == t:
-        return lo
-    return -1
-
-
-@njit(cache=True, nogil=True)
-def _walk(token, indptr, prefix):
-    node = 0
-    for t in prefix:
-        node = _child(token, indptr, node, t)
-        if node < 0:
-            return -1
-    return node
-
-
-@njit(cache=True, nogil=True)
-def _gather(token, indptr, terminal, nodes, width, eos_id, out_tok, out_child):
-    """Rows of allowed (token, child) pairs for each node, padded with -1; a terminal
-    node gets ``(eos_id, -1)`` after its children when ``eos_id >= 0``."""
-    for b in range(nodes.size):
-        v = nodes[b]
-        k = 0
-        if v >= 0:
-            for e in range(indptr[v], min(indptr[v + 1], indptr[v] + width)):
-                out_tok[b, k] = token[e]
-                out_child[b, k] = e
-                k += 1
-            if eos_id >= 0 and terminal[v] and k < width:
-                out_tok[b, k] = eos_id
-                out_child[b, k] = -1
-                k += 1
-        for j in range(k, width):
-            out_tok[b, j] = -1
-            out_child[b, j] = -1
-
-
-@njit(cache=True, nogil=True)
-def _paths(token, indptr, n_nodes, depth_start, terminal):
-    """Every item back as (flat tokens, offsets), in sorted order (a DFS over the rows)."""
-    n_items = 0
-    total = 0
-    for v in range(n_nodes):
-        if terminal[v]:
-            n_items += 1
-    depth = np.zeros(n_nodes, np.int64)
-    for d in range(depth_start.size - 1):
-        for v in range(depth_start[d], depth_start[d + 1]):
-            depth[v] = d
-            if terminal[v]:
-                total += d
-    data = np.empty(total, np.int32)
-    off = np.zeros(n_items + 1, np.int64)
-    stack = np.empty(n_nodes, np.int64)
-    path = np.empty(depth_start.size, np.int32)
-    sp = 0
-    stack[sp] = 0
-    sp += 1
-    k = 0
-    pos = 0
-    while sp > 0:
-        sp -= 1
-        v = stack[sp]
-        d = depth[v]
-        if d > 0:
-            path[d - 1] = token[v]
-        if terminal[v]:
-            for j in range(d):
-                data[pos + j] = path[j]
-            pos += d
-            k += 1
-            off[k] = pos
-        for e in range(indptr[v + 1] - 1, indptr[v] - 1, -1):
-            stack[sp] = e
-            sp += 1
-    return data, off
-
-
-def _flatten(sequences) -> tuple[np.ndarray, np.ndarray]:
-    """(flat int64 tokens, offsets) from a list of sequences or a padded 2-D array
-    (negative entries are padding and end a row)."""
+    Raises:
+        StructgenError: bad padding, a token outside ``[0, vocab_size)`` or ``eos_id`` in an item.
+    """
+    eos = -1 if eos_id is None else int(eos_id)
     if isinstance(sequences, np.ndarray) or hasattr(sequences, "shape"):
         arr = np.asarray(sequences.cpu() if hasattr(sequences, "cpu") else sequences)
         if arr.ndim != 2:
             raise StructgenError(f"items: a padded array must be 2-D, not of shape {arr.shape}")
-        arr = arr.astype(np.int64, copy=False)
-        valid = arr >= 0
-        lengths = valid.sum(axis=1)
-        # padding may only trail
-        if not np.array_equal(valid, np.arange(arr.shape[1])[None, :] < lengths[:, None]):
+        if arr.dtype.kind not in "iu":
+            arr = arr.astype(np.int64)
+        data, off, code, row, value = K.flatten_padded(np.ascontiguousarray(arr), int(vocab_size), eos)
+        if code == 1:
             raise StructgenError("items: padding (negative ids) must only trail each row")
-        off = np.zeros(arr.shape[0] + 1, np.int64)
-        np.cumsum(lengths, out=off[1:])
-        return arr[valid], off
+        if code == 2:
+            raise StructgenError(f"items: item {row} has token id {value} outside [0, vocab_size={vocab_size})")
+        if code == 3:
+            raise StructgenError(f"items: item {row} contains eos_id={eos_id}")
+        return data, off
     lengths = np.fromiter((len(s) for s in sequences), np.int64, count=len(sequences))
     off = np.zeros(lengths.size + 1, np.int64)
     np.cumsum(lengths, out=off[1:])
     data = np.fromiter((int(t) for s in sequences for t in s), np.int64, count=int(off[-1]))
-    return data, off
+    return _checked(data, off, vocab_size, eos_id), off
 
 
-@njit(cache=True, nogil=True)
-def _pack_keys(data, off, bits, per_word, words):
-    """Each item as ``words`` uint64 keys, ``per_word`` tokens of ``bits`` bits each, token
-    ``t`` stored as ``t + 1`` (0 = past the end, so a prefix sorts before its extensions)."""
-    n = off.size - 1
-    keys = np.zeros((n, words), np.uint64)
-    for i in range(n):
-        a0 = off[i]
-        for j in range(off[i + 1] - a0):
-            w = j // per_word
-            shift = np.uint64(bits * (per_word - 1 - j % per_word))
-            keys[i, w] |= np.uint64(data[a0 + j] + 1) << shift
-    return keys
+def _checked(data: np.ndarray, off: np.ndarray, vocab_size: int, eos_id: int | None) -> np.ndarray:
+    """``data`` as int32 once every token is in ``[0, vocab_size)`` and none is ``eos_id``."""
+    bad = int(K.first_bad_token(data, int(vocab_size), -1 if eos_id is None else int(eos_id)))
+    if bad >= 0:
+        item = int(np.searchsorted(off, bad, side="right") - 1)
+        t = int(data[bad])
+        if eos_id is not None and t == eos_id:
+            raise StructgenError(f"items: item {item} contains eos_id={eos_id}")
+        raise StructgenError(f"items: item {item} has token id {t} outside [0, vocab_size={vocab_size})")
+    return data.astype(np.int32, copy=False)
 
 
-@njit(cache=True, nogil=True)
-def _permute(data, off, order, keep):
-    """The items ``order[k]`` with ``keep[k]``, as (flat tokens, offsets)."""
-    total = 0
-    m = 0
-    for k in range(order.size):
-        if keep[k]:
-            total += off[order[k] + 1] - off[order[k]]
-            m += 1
-    out = np.empty(total, data.dtype)
-    off2 = np.zeros(m + 1, np.int64)
-    pos = 0
-    j = 0
-    for k in range(order.size):
-        if keep[k]:
-            i = order[k]
-            for x in range(off[i], off[i + 1]):
-                out[pos] = data[x]
-                pos += 1
-            j += 1
-            off2[j] = pos
-    return out, off2
-
-
-@njit(cache=True, nogil=True)
-def _radix_order(keys):
-    """The stable order sorting rows of ``keys`` (uint64 ``[n, words]``) lexicographically:
-    LSD radix sort on 16-bit digits, least significant word first, the keys moved along with
-    the order so every pass reads sequentially; a digit equal in every row is skipped."""
-    n, words = keys.shape
-    order = np.arange(n)
-    tmp = np.empty(n, np.int64)
-    cur = keys.copy()
-    nxt = np.empty_like(cur)
-    count = np.empty(65537, np.int64)
-    for w in range(words - 1, -1, -1):
-        for dgt in range(4):
-            shift = np.uint64(16 * dgt)
-            count[:] = 0
-            for i in range(n):
-                count[((cur[i, w] >> shift) & np.uint64(0xFFFF)) + 1] += 1
-            if count.max() == n:
-                continue
-            for k in range(65536):
-                count[k + 1] += count[k]
-            for i in range(n):
-                d = (cur[i, w] >> shift) & np.uint64(0xFFFF)
-                j = count[d]
-                count[d] = j + 1
-                tmp[j] = order[i]
-                for x in range(words):
-                    nxt[j, x] = cur[i, x]
-            order, tmp = tmp, order
-            cur, nxt = nxt, cur
-    return order
-
-
-@njit(cache=True, nogil=True)
-def _distinct_sorted(keys, order):
-    """``keep[k]``: row ``order[k]`` differs from row ``order[k-1]``."""
-    n, words = keys.shape
-    keep = np.ones(n, np.bool_)
-    for k in range(1, n):
-        same = True
-        for w in range(words):
-            if keys[order[k], w] != keys[order[k - 1], w]:
-                same = False
-                break
-        keep[k] = not same
-    return keep
-
-
-def _sort_unique(data: np.ndarray, off: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _sorted_distinct(data: np.ndarray, off: np.ndarray):
     """Items sorted lexicographically (a prefix before its extensions), duplicates dropped:
-    tokens packed into uint64 keys (``ceil(log2(V + 2))`` bits each), radix-sorted."""
-    n = off.size - 1
-    if n == 0:
-        return data, off
-    L = int(np.diff(off).max())
-    top = int(data.max()) + 2 if data.size else 2
+    tokens packed into uint64 keys (``ceil(log2(V + 2))`` bits each, token ``t`` as ``t + 1``),
+    radix-sorted, unpacked.  Returns ``(data, off, lcp, count, max_len)`` (see
+    :func:`~structgen.index.item_kernels.unpack_distinct`)."""
+    L = int(np.diff(off).max()) if off.size > 1 else 0
+    if off.size == 1 or L == 0:
+        return K.unpack_distinct(np.zeros((off.size - 1, 1), np.uint64), 1, 1, 0, 0)
+    top = int(data.max()) + 2
     bits = max(1, (top - 1).bit_length())
     per_word = max(1, 64 // bits)
     words = max(1, -(-L // per_word))
-    keys = _pack_keys(data, off, bits, per_word, words)
-    order = _radix_order(keys)
-    return _permute(data, off, order, _distinct_sorted(keys, order))
+    keys = K.radix_sort_keys(K.pack_keys(data, off, bits, per_word, words))
+    return K.unpack_distinct(keys, bits, per_word, int(data.size), L)
+
+
+def _encode_batch(vocab, strings: list[str]) -> list:
+    """:meth:`Vocabulary.encode` of every string, through the tokenizer's batch call when it
+    has one (the same encoding: no special tokens, no padding)."""
+    tok = vocab.tokenizer
+    if tok is None or not strings:
+        return [vocab.encode(x) for x in strings]
+    rust = tok if hasattr(tok, "encode_batch") else getattr(tok, "backend_tokenizer", None)
+    if rust is not None:                    # a tokenizers.Tokenizer (a fast tokenizer's backend)
+        batch = getattr(rust, "encode_batch_fast", rust.encode_batch)   # (no character offsets)
+        return [e.ids for e in batch(strings, add_special_tokens=False)]
+    if callable(tok):                       # a transformers tokenizer
+        return tok(strings, add_special_tokens=False)["input_ids"]
+    return [vocab.encode(x) for x in strings]
+
+
+def _first_mismatch(spelled: np.ndarray, soff: np.ndarray, strings: list[str]) -> int:
+    """The first ``i`` whose spelling ``spelled[soff[i]:soff[i + 1]]`` is not ``strings[i]``'s
+    UTF-8, or -1."""
+    enc = [x.encode("utf-8") for x in strings]
+    lens = np.fromiter(map(len, enc), np.int64, count=len(enc))
+    want = np.frombuffer(b"".join(enc), np.uint8)
+    short = np.flatnonzero(lens != np.diff(soff))
+    stop = int(short[0]) if short.size else len(enc)   # offsets agree before the first length mismatch
+    upto = int(soff[stop])
+    diff = np.flatnonzero(spelled[:upto] != want[:upto])
+    if diff.size:
+        return int(np.searchsorted(soff, diff[0], side="right") - 1)
+    return stop if stop < len(enc) else -1
 
 
 class ItemIndex:
@@ -354,10 +138,12 @@ class ItemIndex:
         self.indptr = indptr
         self.terminal = terminal
         self._ranges = None
+        self._dense = np.zeros((0, 1), np.int32)   # direct child tables of the first nodes (dense_levels)
         self.depth_start = depth_start
-        self.max_branch = _max_branch(indptr, depth_start)
+        self.max_branch = K.max_branch(indptr, depth_start)
         self.vocab_size = int(vocab_size)
         self.eos_id = None if eos_id is None else int(eos_id)
+        self._eos_arg = -1 if eos_id is None else int(eos_id)
         self.num_items = int(terminal.sum())
         for a in (token, indptr, terminal, depth_start, self.max_branch):
             a.flags.writeable = False
@@ -378,39 +164,38 @@ class ItemIndex:
             StructgenError: a token id outside ``[0, vocab_size)`` (naming the item), or
                 ``eos_id`` among the item tokens.
         """
-        data, off = _flatten(sequences)
-        return cls.from_flat(data, off, vocab_size, eos_id, assume_sorted=assume_sorted)
+        data, off = _flatten(sequences, vocab_size, eos_id)
+        return cls._from_checked(data, off, vocab_size, eos_id, assume_sorted)
 
     @classmethod
     def from_flat(cls, data, offsets, vocab_size: int, eos_id: int | None = None, *,
                   assume_sorted: bool = False) -> "ItemIndex":
         """As :meth:`from_token_ids`, the items given flat: item ``i`` is
         ``data[offsets[i]:offsets[i + 1]]`` (the layout :meth:`flat_items` returns)."""
-        data = np.asarray(data, np.int64).reshape(-1)
-        off = np.asarray(offsets, np.int64).reshape(-1)
+        data = np.ascontiguousarray(data).reshape(-1)
+        if data.dtype.kind not in "iu":
+            data = data.astype(np.int64)
+        off = np.ascontiguousarray(offsets, np.int64).reshape(-1)
         if off.size == 0 or off[0] != 0 or off[-1] != data.size or (np.diff(off) < 0).any():
             raise StructgenError(f"items: offsets must rise from 0 to len(data)={data.size}")
-        if data.size:
-            bad = np.flatnonzero((data < 0) | (data >= vocab_size))
-            if bad.size:
-                item = int(np.searchsorted(off, bad[0], side="right") - 1)
-                raise StructgenError(f"items: item {item} has token id {int(data[bad[0]])} outside "
-                                     f"[0, vocab_size={vocab_size})")
-            if eos_id is not None and (data == eos_id).any():
-                pos = int(np.flatnonzero(data == eos_id)[0])
-                item = int(np.searchsorted(off, pos, side="right") - 1)
-                raise StructgenError(f"items: item {item} contains eos_id={eos_id}")
-        if not assume_sorted:
-            data, off = _sort_unique(data, off)
-        data = np.ascontiguousarray(data, np.int64)
-        off = np.ascontiguousarray(off, np.int64)
-        lcp, count, max_len = _lcp_and_depths(data, off)
+        return cls._from_checked(_checked(data, off, vocab_size, eos_id), off, vocab_size, eos_id, assume_sorted)
+
+    @classmethod
+    def _from_checked(cls, data, off, vocab_size, eos_id, assume_sorted) -> "ItemIndex":
+        """The index of checked int32 items ``(data, off)``: sort and dedup unless
+        ``assume_sorted``, then the node arrays."""
+        if not 0 < vocab_size < 2 ** 31:
+            raise StructgenError(f"items: vocab_size must be in [1, 2**31), got {vocab_size}")
+        if assume_sorted:
+            lcp, count, max_len = K.lcp_and_depths(data, off)
+        else:
+            data, off, lcp, count, max_len = _sorted_distinct(data, off)
         count[0] = 1
         depth_start = np.zeros(max_len + 2, np.int64)
         np.cumsum(count[:max_len + 1], out=depth_start[1:])
         n_nodes = int(depth_start[-1])
         ptr = np.zeros(0, np.int32 if n_nodes < 2 ** 31 - 1 else np.int64)
-        token, indptr, terminal = _build(data, off, lcp, depth_start, n_nodes, max_len, ptr.dtype)
+        token, indptr, terminal = K.build_nodes(data, off, lcp, depth_start, n_nodes, max_len, ptr.dtype)
         return cls(token, indptr, terminal, depth_start, vocab_size, eos_id)
 
     @classmethod
@@ -429,17 +214,17 @@ class ItemIndex:
             width = vocab.logits_width
             if eos_id is None:
                 eos_id = int(vocab.eos_ids[0])
-            seqs = []
-            for s in strings:
-                ids = vocab.encode(s)
-                if vocab.decode(ids) != s.encode("utf-8"):
-                    raise VocabularyError(f"items: the tokenizer does not round-trip {s!r}")
-                seqs.append(ids)
-        else:
-            width = len(vocab)
-            if eos_id is None and getattr(vocab, "eos_token_id", None) is not None:
-                eos_id = int(vocab.eos_token_id)
-            seqs = [list(vocab.encode(s, add_special_tokens=False)) for s in strings]
+            strings = list(strings)
+            data, off = _flatten(_encode_batch(vocab, strings), width, eos_id)
+            spelled, soff = K.spell(data, off, vocab.token_data, vocab.token_offsets)
+            bad = _first_mismatch(spelled, soff, strings)
+            if bad >= 0:
+                raise VocabularyError(f"items: the tokenizer does not round-trip {strings[bad]!r}")
+            return cls._from_checked(data, off, width, eos_id, False)
+        width = len(vocab)
+        if eos_id is None and getattr(vocab, "eos_token_id", None) is not None:
+            eos_id = int(vocab.eos_token_id)
+        seqs = [list(vocab.encode(s, add_special_tokens=False)) for s in strings]
         return cls.from_token_ids(seqs, width, eos_id)
 
     # ------------------------------------------------------------------ queries
@@ -457,6 +242,7 @@ class ItemIndex:
         arrays = [self.token, self.indptr, self.terminal, self.depth_start, self.max_branch]
         if self._ranges is not None:
             arrays += list(self._ranges)
+        arrays.append(self._dense)
         return int(sum(a.nbytes for a in arrays))
 
     @property
@@ -471,7 +257,7 @@ class ItemIndex:
 
     def _item_ranges(self):
         if self._ranges is None:
-            lo, hi = _ranges(self.indptr, self.terminal)
+            lo, hi = K.item_ranges(self.indptr, self.terminal)
             lo.flags.writeable = hi.flags.writeable = False
             self._ranges = (lo, hi)
         return self._ranges
@@ -479,13 +265,32 @@ class ItemIndex:
     def walk(self, prefix: Sequence[int]) -> int:
         """The node after ``prefix`` (0 = root), or -1 when no item starts with it."""
         p = np.asarray(prefix, np.int64).reshape(-1)
-        return int(_walk(self.token, self.indptr, p))
+        return int(K.walk_dense(self.token, self.indptr, self._dense, p))
 
     def child(self, node: int, token: int) -> int:
         """The child of ``node`` along ``token``, or -1."""
         if node < 0 or token < 0:
             return -1
-        return int(_child(self.token, self.indptr, int(node), int(token)))
+        return int(K.child_dense(self.token, self.indptr, self._dense, int(node), int(token)))
+
+    def dense_levels(self, budget_bytes: int = 64 << 20) -> int:
+        """Direct tables for the first levels, within ``budget_bytes``: the root (depth 0) and
+        then the depth-1 nodes each get an int32 row of ``vocab_size`` entries (child by token,
+        -1 when none), a level only when all rows up to it fit.  :meth:`child` and
+        :meth:`walk` then look those nodes up in O(1) instead of a binary search over a wide
+        row.  Returns the number of levels now tabled (0, 1 or 2); the tables count in
+        :attr:`nbytes`.  The other queries and the node layout do not change."""
+        row = 4 * self.vocab_size
+        rows = 0
+        for d in (0, 1):
+            if d > self.max_depth or int(self.depth_start[d + 1]) * row > budget_bytes:
+                break
+            rows = int(self.depth_start[d + 1])   # nodes of depths 0..d are the ids below this
+        if rows != self._dense.shape[0]:
+            t = K.dense_rows(self.token, self.indptr, rows, self.vocab_size) if rows else np.zeros((0, 1), np.int32)
+            t.flags.writeable = False
+            self._dense = t
+        return 0 if rows == 0 else (1 if rows == 1 else 2)
 
     def children(self, node: int) -> tuple[np.ndarray, np.ndarray]:
         """(tokens, child ids) of ``node``'s row, sorted by token (views)."""
@@ -515,7 +320,8 @@ class ItemIndex:
         padded with -1 (a node of -1 gets an all -1 row).  A terminal node's row ends with
         ``(eos_id, -1)`` when ``eos_id`` was given.  ``width`` defaults to the widest row
         (a narrower one cuts rows).  ``out``: two preallocated ``[B, width]`` int64 arrays."""
-        nodes = np.ascontiguousarray(np.asarray(nodes, np.int64).reshape(-1))
+        if not (type(nodes) is np.ndarray and nodes.dtype is _INT64 and nodes.ndim == 1):
+            nodes = np.ascontiguousarray(np.asarray(nodes, np.int64).reshape(-1))   # (per-step callers pass these)
         if width is None:
             ok = nodes[nodes >= 0]
             width = int((self.indptr[ok + 1] - self.indptr[ok]).max(initial=0))
@@ -525,8 +331,7 @@ class ItemIndex:
             out_child = np.empty((nodes.size, width), np.int64)
         else:
             out_tok, out_child = out
-        _gather(self.token, self.indptr, self.terminal, nodes, int(width),
-                -1 if self.eos_id is None else self.eos_id, out_tok, out_child)
+        K.gather(self.token, self.indptr, self.terminal, nodes, width, self._eos_arg, out_tok, out_child)
         return out_tok, out_child
 
     def item_id(self, seq: Sequence[int]) -> int:
@@ -542,7 +347,7 @@ class ItemIndex:
     def flat_items(self) -> tuple[np.ndarray, np.ndarray]:
         """Every item in sorted order, flat: ``(data, offsets)`` (int32 tokens, int64 offsets), item ``i`` being
         ``data[offsets[i]:offsets[i + 1]]``."""
-        return _paths(self.token, self.indptr, self.num_nodes, self.depth_start, self.terminal)
+        return K.paths(self.token, self.indptr, self.num_nodes, self.depth_start, self.terminal)
 
     def items(self) -> list[list[int]]:
         """Every item, in sorted order."""

@@ -9,7 +9,10 @@ prefix with the row's generated tokens and advances through the rest.  The
 generated part of a row starts at the prompt length, taken from the first call
 (or given).  Matchers are used only through the :class:`~structgen.Matcher`
 protocol (``advance``, ``rollback``, ``fill_bitmask``), so ``compiled`` may be any
-object with ``matcher()`` and ``vocab``.
+object with ``matcher()`` and ``vocab``; an item set (:class:`~structgen.ItemIndex`,
+:class:`~structgen.ItemCatalog` or an index's ``subset()``) with ``vocab=`` is decoded through
+:class:`~structgen.runtime.item_matcher.ItemMatcher`, so ``model.generate(num_beams=...)`` runs a
+beam search over the items.
 """
 from __future__ import annotations
 
@@ -17,8 +20,11 @@ import numpy as np
 import torch
 
 from ..errors import OptionError
+from ..index.catalog import ItemCatalog
+from ..index.items import ItemIndex, ItemSubset
 from ..kernels.bitmask import allocate_bitmask, apply_bitmask_
 from ..runtime.batch import fill_bitmasks
+from ..runtime.item_matcher import ItemMatcher
 
 try:  # transformers is a dependency, but keep the import error readable.
     from transformers import LogitsProcessor as _Base
@@ -35,6 +41,20 @@ class _RowState:
         self.broken_at: int | None = None  # first generated position the constraint rejected
 
 
+class _ItemSource:
+    """An item set and a vocabulary, as the ``matcher()`` / ``vocab`` pair the processor takes."""
+
+    def __init__(self, items, vocab):
+        self.items, self.vocab = items, vocab
+        ItemMatcher(items, vocab)  # refuse bad item tokens now, not at the first call
+
+    def matcher(self) -> ItemMatcher:
+        return ItemMatcher(self.items, self.vocab)
+
+
+_ITEM_TYPES = (ItemIndex, ItemSubset, ItemCatalog)
+
+
 class StructgenLogitsProcessor(_Base):
     """Masks logits so that every row's generated tokens stay inside the constraint.
 
@@ -44,10 +64,20 @@ class StructgenLogitsProcessor(_Base):
     generated tokens left the constraint (only padding after EOS can) is given
     an EOS-only mask.  Call :meth:`reset` (or make a new processor) between
     ``generate`` calls.
+
+    ``compiled`` (or an entry of the list) may also be an item set (an
+    :class:`~structgen.ItemIndex`, :class:`~structgen.ItemCatalog` or ``index.subset(...)``);
+    then ``vocab`` (the :class:`~structgen.Vocabulary` at the model's logits width) is
+    required, and each row's output is one item followed by EOS.
     """
 
-    def __init__(self, compiled, prompt_length: int | None = None):
+    def __init__(self, compiled, prompt_length: int | None = None, *, vocab=None):
         many = compiled if isinstance(compiled, (list, tuple)) else [compiled]
+        if any(isinstance(c, _ITEM_TYPES) for c in many):
+            if vocab is None:
+                raise OptionError("StructgenLogitsProcessor over an item set needs vocab= (a structgen.Vocabulary)")
+            many = [_ItemSource(c, vocab) if isinstance(c, _ITEM_TYPES) else c for c in many]
+            compiled = many if isinstance(compiled, (list, tuple)) else many[0]
         if not many or not all(callable(getattr(c, "matcher", None)) and hasattr(c, "vocab") for c in many):
             raise OptionError("StructgenLogitsProcessor takes a CompiledGrammar (structgen.compile(...)) or a "
                               f"non-empty list of them, got {type(compiled).__name__}")
