@@ -111,6 +111,7 @@ def test_bad_arguments_are_structgen_errors(setup):
         sgd.DiffusionLogitsProcessor(cg)                          # map: regular constraints only
     for bad in (dict(method="lookahead", lookahead={"beam": 3}), dict(method="lookahead", lookahead={"tau": 0}),
                 dict(method="lookahead", lookahead={"beam_width": -1}), dict(method="lookahead", lookahead=[1]),
+                dict(method="lookahead", lookahead={"limits": {"max_nodez": 5}}),
                 dict(method="lookahead", on_commit=3), dict(method="lookahead", max_new_tokens=-1),
                 dict(method="greedy")):
         with pytest.raises(sg.OptionError):

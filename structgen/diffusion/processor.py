@@ -47,6 +47,7 @@ import torch
 
 from ..compiler import CompiledGrammar
 from ..errors import OptionError
+from .completable import DEFAULT_LIMITS
 from .dp import dingo, sample
 from .lookahead import DEFAULTS, Lookahead, LookaheadStats
 from .transitions import token_dfa_of
@@ -62,7 +63,23 @@ except Exception:  # pragma: no cover
 
 
 class DiffusionLogitsProcessor(_Base):
-    """Turns each denoising step's scores into a valid canvas (see the module docstring)."""
+    """Turns each denoising step's scores into a valid canvas (see the module docstring).
+
+    Args:
+        compiled: a :class:`~structgen.CompiledGrammar`; ``map`` / ``sample``: a regular one
+            (:class:`~structgen.errors.Unsupported` otherwise).
+        method: ``"map"``, ``"sample"`` or ``"lookahead"``.
+        max_new_tokens: the value given to ``generate`` (None: every canvas only a valid prefix).
+        prompt_length: the prompt's columns in ``input_ids`` (default: the first call's width).
+        eos_ids: extra ids that end the output (a model's pad id).
+        generator: the torch generator of ``sample``.
+        backend: the DP backend of ``map`` / ``sample``.
+        lookahead: :class:`~.lookahead.Lookahead` options (``beam_width``, ``tau``, ``limits``,
+            ``tail_nodes``, ``first_tries``, ``exact_max_holes``) over :data:`~.lookahead.DEFAULTS`.
+        on_commit: ``method="lookahead"``: called as ``on_commit(row, canvas, state)`` after every commit.
+    Raises:
+        OptionError: a bad argument; Unsupported: a grammar with ``map`` / ``sample``.
+    """
 
     def __init__(self, compiled, *, method: str = "map", max_new_tokens: int | None = None,
                  prompt_length: int | None = None, eos_ids=(), generator=None, backend: str = "auto",
@@ -102,7 +119,10 @@ class DiffusionLogitsProcessor(_Base):
         self.reset()
 
     def reset(self) -> None:
-        """Forget the rows (call it between ``generate`` calls)."""
+        """Forget the rows (call it between ``generate`` calls); the counters are kept."""
+        for run in getattr(self, "_runs", ()):
+            if run is not None:
+                self._closed.merge(run[1].stats)
         self.prompt_length = self._given_prompt_length
         self._rows: list = []       # per row: (tokens consumed, matcher)
         self._runs: list = []       # lookahead, per row: [generated length, engine, canvas, start state] or None
@@ -241,4 +261,7 @@ def _lookahead_options(given) -> dict:
     if opts.get("limits") is not None and not isinstance(opts["limits"], dict):
         raise OptionError(f"lookahead option limits must be a dict, got {type(opts['limits']).__name__}")
     opts["limits"] = dict(opts.get("limits") or {})
+    for k, v in opts["limits"].items():
+        if k not in DEFAULT_LIMITS or isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise OptionError(f"lookahead limits: {k}={v!r} (known: {', '.join(DEFAULT_LIMITS)}; integers >= 1)")
     return opts
