@@ -542,11 +542,6 @@ def test_cli_compile_reports_any_order(tmp_path, capsys):
     assert report["live_keys"] and not report["notes"]  # 2^12 key subsets: repeated, with the liveness check
 
 
-@pytest.mark.xfail(strict=True, reason="known bug: objects compiled by the combiner (property counts, Boolean "
-                   "combinations) repeat members under the key guard without its liveness check, so a key prefix "
-                   "only used keys complete, or a comma after the last key, reaches an empty mask; LiveKeys judges "
-                   "keys a token opens from the object's first-key states, which over-approximate there, so turning "
-                   "it on makes masks and advance disagree (JSONSchemaBench random model: 7 of 925 schemas)")
 def test_combined_objects_check_key_liveness(llama3):
     """Property counts over declared members compile through the combiner, members in any order
     under the key guard: its liveness check must refuse a key prefix that only a used key

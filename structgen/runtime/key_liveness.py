@@ -23,10 +23,10 @@ most one key of it on the way, where the object then holds a key.  Inside a key,
 with it along a used key are found by walking the token trie along the used keys
 (:func:`prune_in_key`); the others are listed once per vocabulary by where they start
 (:func:`landing_table`: what a token without those bytes does depends only on the mode it starts
-in) and checked by :func:`prune_table`.  The automaton states at the start of the object's keys
-(after an opening quote) are found once per object with a byte probe of the grammar; a later
-member's key language is the same or smaller (required keys drop out once all are used), so
-they serve every member.
+in) and checked by :func:`prune_table`, each from the automaton states right after the new key's
+opening quote that its own bytes reach (one byte probe of the grammar per distinct lead, the bytes
+before the key: a member's key language depends on the members before it and, under Boolean
+combinations, on their values).
 """
 from __future__ import annotations
 
@@ -528,7 +528,7 @@ def key_start_states(inner, data: bytes):
 
 class LiveKeys:
     """The liveness check of one :class:`~structgen.runtime.key_guard.KeyGuardMatcher`
-    (its state: per-object key lists and key-start automaton states, dropped on rollback).
+    (its state: per-object key lists, dropped on rollback).
 
     ``inner`` is the guard's inner matcher, seen only through
     :class:`~structgen.runtime.protocol.ByteStateView`; the guard passes its tracker and its
@@ -559,13 +559,6 @@ class LiveKeys:
         are reused from there on)."""
 
         def valid(k, v):
-            if k[0] == "R0":
-                return k[2] < pos
-            if k[0] == "R":
-                # key-start states serve the object's later members too: a key language only
-                # shrinks as keys are used (required ones drop out once all are used), so states
-                # found with a key the restored state no longer holds may miss keys open again
-                return v[1] < nkeys
             return k[1] < nkeys
 
         for k in [k for k, v in self.memo.items() if not valid(k, v)]:
@@ -591,33 +584,6 @@ class LiveKeys:
             kdata = np.frombuffer(b"".join(keys), np.uint8) if keys else np.zeros(0, np.uint8)
             hit = self.memo[k] = (kdata, koff)
         return hit
-
-    def _tail(self, tr: Tracker, head: int) -> int:
-        """The pool index of the first key of the object whose newest key is ``head``: it names
-        the object for as long as the object is open."""
-        k = ("T", head)
-        hit = self.memo.get(k)
-        if hit is None:
-            prev = int(tr.kp_prev[head])
-            hit = self.memo[k] = head if prev < 0 else self._tail(tr, prev)
-        return hit
-
-    def _root(self, k, make, newest: int):
-        """The automaton states after the opening quote of the object's next key (memoised under
-        ``k`` once found, with ``newest``, the newest pool key then; ``make()`` finds them, or
-        None)."""
-        hit = self.memo.get(k)
-        if hit is None:
-            found = make()
-            if found is None:
-                return None
-            hit = self.memo[k] = (found, newest)
-        return hit[0]
-
-    def _known_root(self, tr: Tracker, d: int, head: int):
-        """The object's key-start states if found already (inside a key: never searched)."""
-        hit = self.memo.get(("R", d, self._tail(tr, head))) if head >= 0 else None
-        return None if hit is None else hit[0]
 
     def _dead(self, inner_states, prefix: bytes, kdata, koff) -> bool:
         trans, bc, acc, memo, bmask, ss, sb = self._automaton()
@@ -652,11 +618,6 @@ class LiveKeys:
             e = int(h[NKEYS])
             o = int(tr.kp_off[e])
             extra = tr.kp_data[o:o + int(tr.kp_len[e])].tobytes()
-            if mode == KEY_STR:
-                # as the mask does: only with the key-start states found before this key began
-                root = self._known_root(tr, d, head)
-                if root is None or root.shape[0] == 0:
-                    return False
         else:
             return False
         kdata, koff = self._keys(tr, head, extra)
@@ -664,8 +625,7 @@ class LiveKeys:
             prefix = tr.kbuf[:tr.hdr[KLEN]].tobytes()
             return self._dead(inner.byte_states(), prefix, kdata, koff)
         if tr.hdr[MODE] == STRUCT and tr.frames[d - 1, 1] == 0:
-            k = ("R", d, self._tail(tr, head) if head >= 0 else int(h[NKEYS]))
-            root = self._root(k, lambda: key_start_states(inner, b""), int(tr.hdr[NKEYS]) - 1)
+            root = key_start_states(inner, b"")
             return root is not None and root.shape[0] > 0 and self._dead(root, b"", kdata, koff)
         return False
 
@@ -693,29 +653,33 @@ class LiveKeys:
                 prune_in_key(words, states, states.shape[0], q, klen, kdata, koff, trie.node_byte,
                              trie.node_end, trie.tok_ptr, trie.tok_ids, unchecked, trans, bc, acc, memo, bmask, ss, sb)
             table = landings[(KEY_STR, 0)]  # tokens that complete this key and reach the next one
-            root = self._known_root(tr, d, head)
         else:
             table = landings[(mode, int(tr.frames[d - 1, 1]))] if mode == STRUCT else landings[(VALUE_STR, 2)]
-            # memoised per object; an object without keys yet, per position
-            k = ("R", d, self._tail(tr, head)) if head >= 0 else ("R0", d, pos)
-            root = self._root(k, lambda: self._root_states(words, table), int(h[NKEYS]) - 1)
-        if root is None or root.shape[0] == 0:
-            return  # no token of the object reaches a key from here, or none was found: all live
-        prune_table(words, *table, self.vocab.token_data, self.vocab.token_offsets, q, klen, head, root, root.shape[0],
-                    kdata, koff, trans, bc, acc, memo, bmask, ss, sb)
+        self._prune_landings(words, table, q, klen, head, kdata, koff)
 
-    def _root_states(self, words, table):
-        """The automaton states after the opening quote of the next key, reached through an
-        allowed token of the landing ``table`` that opens a key (else one that ends after a
-        comma) without completing one; None when no allowed token does either."""
+    def _prune_landings(self, words, table, q, klen: int, head: int, kdata, koff) -> None:
+        """Clear the allowed tokens of the landing ``table`` that open a dead key or end after a
+        comma with every allowed key used.  Each is judged from the automaton states its own
+        bytes reach after the key's opening quote (:meth:`refuses` judges from the states after
+        the token: the same), found once per distinct lead (the bytes up to that quote; after a
+        comma, the whole token): a member's key language can depend on the members before it
+        and on how this token ends the current value or key."""
+        ids, kind, poff, klo, khi = table
+        if ids.shape[0] == 0:
+            return
+        rows = np.flatnonzero((words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1 != 0)
+        if rows.size == 0:
+            return
         off, data = self.vocab.token_offsets, self.vocab.token_data
-        ids, kind, poff, klo, _ = table
-        ok = (klo < 0) & ((words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1 != 0)
-        for want in (1, 0):
-            for i in np.flatnonzero(ok & (kind == want)).tolist():
-                t = int(ids[i])
-                raw = data[off[t]:off[t + 1]].tobytes()
-                found = states_after(self.inner, raw[:int(poff[i])]) if want else key_start_states(self.inner, raw)
-                if found is not None:
-                    return found
-        return None
+        groups: dict = {}
+        for i in rows.tolist():
+            t = int(ids[i])
+            groups.setdefault((data[off[t]:off[t] + int(poff[i])].tobytes(), int(kind[i])), []).append(i)
+        trans, bc, acc, memo, bmask, ss, sb = self._automaton()
+        for (lead, in_key), members in groups.items():
+            root = states_after(self.inner, lead) if in_key else key_start_states(self.inner, lead)
+            if root is None or root.shape[0] == 0:
+                continue  # no key reachable this way: nothing to judge (the inner mask decides)
+            sel = np.asarray(members, np.int64)
+            prune_table(words, ids[sel], kind[sel], poff[sel], klo[sel], khi[sel], data, off, q, klen, head, root,
+                        root.shape[0], kdata, koff, trans, bc, acc, memo, bmask, ss, sb)

@@ -378,7 +378,10 @@ class CfgSchemaCompiler(ObjectRules):
                 self._any = None
             cb.transitions = spent
             return self.regular_terminal(s, ptr, base, keyword)
-        self.report.unique_keys = True  # members in any order: the key guard removes duplicate keys
+        # members in any order: the key guard removes duplicate keys, and its liveness check the
+        # key prefixes that only used keys complete (else a model can start one: a dead end)
+        self.report.unique_keys = True
+        self.report.live_keys = True
         return [(sym,)] if sym is not None else []
 
     def _dict_alts(self, s: dict, ptr: str, base, regular_ok: bool = True) -> list:
