@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ..automaton import ir
 from ..errors import GrammarError
-from .grammar import CFG
+from .grammar import CFG, nullable as nullable_symbols
 from .terminals import after_ignores, build, drop_epsilon, with_epsilon
 
 __all__ = ["CFGBuilder", "fold_ignores", "lazy", "trim_edges"]
@@ -162,18 +162,6 @@ class CFGBuilder:
         return CFG(start, dict(self.rules), dict(self.terminals), [], dict(self.positions))
 
 
-def _nullable(cfg: CFG, empty_terminals: set) -> set:
-    out = set(empty_terminals)
-    changed = True
-    while changed:
-        changed = False
-        for a, alts in cfg.rules.items():
-            if a not in out and any(all(s in out for s in rhs) for rhs in alts):
-                out.add(a)
-                changed = True
-    return out
-
-
 def trim_edges(cfg: CFG, chars: ir.CharSet, max_states: int = DEFAULT_MAX_STATES) -> CFG:
     """The grammar of ``cfg``'s sentences that neither start nor end with a character of
     ``chars`` (an exact intersection: a JSON value without whitespace around it).  ``cfg`` has no
@@ -191,7 +179,7 @@ def trim_edges(cfg: CFG, chars: ir.CharSet, max_states: int = DEFAULT_MAX_STATES
             d = build(n, max_states=max_states)
             if d.accepting[d.start]:
                 eps.add(t)
-        nullable = _nullable(cfg, eps)
+        nullable = nullable_symbols(cfg.rules, eps)
         rules, terminals = {a: list(alts) for a, alts in cfg.rules.items()}, dict(cfg.terminals)
         tag = "$nf" if first else "$nl"
         done, todo = {}, []

@@ -124,6 +124,20 @@ def trim(cfg: CFG, empty_terminals=frozenset(), validate: bool = True, check_onl
     return CFG(cfg.start, out, terms, ignore, dict(cfg.positions))
 
 
+def nullable(rules: dict, empty_symbols=frozenset()) -> set:
+    """The nonterminals of ``rules`` (name -> list of right-hand sides) that derive the empty
+    text, given the symbols in ``empty_symbols`` (terminals matching the empty text) do."""
+    out = set(empty_symbols)
+    grew = True
+    while grew:
+        grew = False
+        for a, alts in rules.items():
+            if a not in out and any(all(x in out for x in rhs) for rhs in alts):
+                out.add(a)
+                grew = True
+    return out
+
+
 def literal_terminal(text: str, case_insensitive: bool = False) -> ir.Node:
     """The IR of a literal string terminal (optionally case-insensitive, as Lark's ``"abc"i``)."""
     if not case_insensitive:

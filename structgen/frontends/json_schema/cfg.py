@@ -49,7 +49,7 @@ from __future__ import annotations
 import itertools
 
 from structgen.automaton import ir
-from structgen.cfg.grammar import CFG, trim
+from structgen.cfg.grammar import CFG, nullable, trim
 from structgen.errors import GrammarError, LimitExceeded, SchemaError, Unsupported
 
 from . import numbers as json_numbers
@@ -242,17 +242,7 @@ class CfgSchemaCompiler(ObjectRules):
         self._term_by_node[raw] = name
         return name
 
-    def _nullable(self) -> set:
-        out, grew = set(), True
-        while grew:
-            grew = False
-            for name, alts in self.rules.items():
-                if name not in out and any(all(x in out for x in alt) for alt in alts):
-                    out.add(name)
-                    grew = True
-        return out
-
-    def _without_lead(self, sym: str, memo: dict, nullable: set) -> str:
+    def _without_lead(self, sym: str, memo: dict, empty: set) -> str:
         """A symbol for the language of ``sym`` without the whitespace run before its first
         lexeme (``edge_whitespace=False``): the first terminal of each left edge, raw.  A JSON
         value never derives the empty text, so the left edge is the first symbol of each
@@ -272,9 +262,9 @@ class CfgSchemaCompiler(ObjectRules):
         new = memo[sym] = self.fresh(sym.split("#")[0] + "^")
         alts = []
         for alt in self.rules[sym]:
-            if not alt or alt[0] in nullable:   # not met in the rules built here
+            if not alt or alt[0] in empty:   # not met in the rules built here
                 raise Unsupported(f"edge_whitespace=False: rule {sym} may start with an empty part", where="")
-            alts.append((self._without_lead(alt[0], memo, nullable),) + tuple(alt[1:]))
+            alts.append((self._without_lead(alt[0], memo, empty),) + tuple(alt[1:]))
         self.rules[new] = alts
         return new
 
@@ -301,7 +291,7 @@ class CfgSchemaCompiler(ObjectRules):
         if top is None:
             raise empty_language()
         if self.ws is not None and not self.edge_whitespace:
-            top = self._without_lead(top, {}, self._nullable())
+            top = self._without_lead(top, {}, nullable(self.rules))
         alts = [(top,)]
         if self.ws is not None and self.edge_whitespace:
             # the trailing run is its own lexeme (no whitespace prefix of its own)
