@@ -101,21 +101,14 @@ def model_and_tokenizer(length):
 
 
 def gemma_and_tokenizer(canvas):
-    from transformers import AutoTokenizer, DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
+    from transformers import AutoTokenizer
+
+    from tests.helpers import tiny_diffusion_gemma
 
     tok = AutoTokenizer.from_pretrained(str(ROOT / "tests/data/tokenizers/gpt2"), local_files_only=True)
     tok.padding_side = "left"
     tok.pad_token = tok.eos_token
-    eos = tok.eos_token_id
-    text = dict(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                num_key_value_heads=1, head_dim=16, global_head_dim=16, max_position_embeddings=128,
-                pad_token_id=eos, eos_token_id=eos, bos_token_id=eos, sliding_window=16, num_experts=2,
-                top_k_experts=1, moe_intermediate_size=32)
-    vision = dict(model_type="gemma4_vision", hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                  num_attention_heads=2, num_key_value_heads=2, head_dim=8, position_embedding_size=64)
-    torch.manual_seed(0)
-    cfg = DiffusionGemmaConfig(text_config=text, vision_config=vision, canvas_length=canvas)
-    return DiffusionGemmaForBlockDiffusion(cfg).eval(), tok
+    return tiny_diffusion_gemma(len(tok), canvas, tok.eos_token_id), tok
 
 
 class _Counter:

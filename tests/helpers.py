@@ -39,6 +39,24 @@ def tiny_llama(vocab_size: int, *, seed: int = 0, layers: int = 1, hidden: int =
     return LlamaForCausalLM(cfg).eval()
 
 
+def tiny_diffusion_gemma(vocab_size: int, canvas: int, eos: int, *, bos: int | None = None, max_positions: int = 128,
+                         seed: int = 0):
+    """A random-weight ``DiffusionGemmaForBlockDiffusion`` small enough for tests (eval mode,
+    seeded; one layer, two experts) decoding canvases of ``canvas`` tokens."""
+    import torch
+    from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
+
+    text = dict(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                num_key_value_heads=1, head_dim=16, global_head_dim=16, max_position_embeddings=max_positions,
+                pad_token_id=eos, eos_token_id=eos, bos_token_id=eos if bos is None else bos, sliding_window=16,
+                num_experts=2, top_k_experts=1, moe_intermediate_size=32)
+    vision = dict(model_type="gemma4_vision", hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                  num_attention_heads=2, num_key_value_heads=2, head_dim=8, position_embedding_size=64)
+    torch.manual_seed(seed)
+    cfg = DiffusionGemmaConfig(text_config=text, vision_config=vision, canvas_length=canvas)
+    return DiffusionGemmaForBlockDiffusion(cfg).eval()
+
+
 @lru_cache(maxsize=None)
 def load_tokenizer(name: str):
     """The Hugging Face tokenizer of a fixture folder (loaded offline, cached)."""

@@ -18,7 +18,7 @@ import torch
 
 import structgen as sg
 import structgen.diffusion as sgd
-from tests.helpers import TOKENIZERS_DIR
+from tests.helpers import TOKENIZERS_DIR, tiny_diffusion_gemma
 
 transformers = pytest.importorskip("transformers")
 from transformers import LogitsProcessorList  # noqa: E402
@@ -50,20 +50,12 @@ CASES = {  # grammar, new tokens (one canvas), check
 
 @pytest.fixture(scope="module")
 def setup():
-    from transformers import AutoTokenizer, DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
+    from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(TOKENIZERS_DIR / "gpt2"), local_files_only=True)
     tok.padding_side = "left"
     tok.pad_token = tok.eos_token
-    text = dict(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                num_key_value_heads=1, head_dim=16, global_head_dim=16, max_position_embeddings=128,
-                pad_token_id=EOS, eos_token_id=EOS, bos_token_id=EOS, sliding_window=16, num_experts=2,
-                top_k_experts=1, moe_intermediate_size=32)
-    vision = dict(model_type="gemma4_vision", hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                  num_attention_heads=2, num_key_value_heads=2, head_dim=8, position_embedding_size=64)
-    torch.manual_seed(0)
-    model = DiffusionGemmaForBlockDiffusion(DiffusionGemmaConfig(text_config=text, vision_config=vision,
-                                                                 canvas_length=6)).eval()
+    model = tiny_diffusion_gemma(len(tok), 6, EOS)
     return model, tok, sg.Vocabulary.from_tokenizer(tok)
 
 

@@ -15,6 +15,7 @@ import torch
 import structgen as sg
 import structgen.diffusion as sgd
 from structgen.diffusion import completable
+from tests.helpers import tiny_diffusion_gemma
 
 transformers = pytest.importorskip("transformers")
 from transformers import LogitsProcessorList  # noqa: E402
@@ -27,19 +28,9 @@ CANVAS = 4
 
 @pytest.fixture(scope="module")
 def setup(one_torch_thread):
-    from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
-
     vocab = sg.Vocabulary.from_bytes([t.encode() for t in TOKS] + [None, None], eos_ids=[EOS],
                                      special_ids=[EOS + 1])
-    text = dict(vocab_size=EOS + 2, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                num_key_value_heads=1, head_dim=16, global_head_dim=16, max_position_embeddings=64,
-                pad_token_id=EOS, eos_token_id=EOS, bos_token_id=EOS + 1, sliding_window=16, num_experts=2,
-                top_k_experts=1, moe_intermediate_size=32)
-    vision = dict(model_type="gemma4_vision", hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                  num_attention_heads=2, num_key_value_heads=2, head_dim=8, position_embedding_size=64)
-    torch.manual_seed(0)
-    cfg = DiffusionGemmaConfig(text_config=text, vision_config=vision, canvas_length=CANVAS)
-    return DiffusionGemmaForBlockDiffusion(cfg).eval(), vocab
+    return tiny_diffusion_gemma(EOS + 2, CANVAS, EOS, bos=EOS + 1, max_positions=64), vocab
 
 
 def _generate(model, proc, rows, new, steps, seed, with_ids=False):
