@@ -86,7 +86,7 @@ def _check(oracle, pattern, probes):
 
 ALPHABET = "aAbBeEéÉzZ019٣_ -*:.\n\tαΩß\u2028\u00a0😀[]&~^\\"
 CASES = [
-    r"\p{L}+", r"\pN\PN", r"\p{Lu}\p{gc=Ll}*", r"\p{Greek}+", r"\p{sc=Latin}+", r"\p{White_Space}", r"\P{L}+",
+    r"\p{L}+", r"\pN\PN", r"\p{Lu}\p{gc=Ll}*", r"\p{Greek}+", r"\p{sc=Latin}+", r"\p{sc:Greek}+", r"\p{gc:Lu}", r"\p{White_Space}", r"\P{L}+",
     r"[[:alpha:]]+", r"[[:^digit:]]+", r"[[:word:][:punct:]]+", r"[a-z&&[^aeiou]]+", r"[\w--\d]+",
     r"[a-f~~c-h]+", r"[[a-c][x-z]]+", r"[^[a-z]&&[^\d]]", r"[]a]+", r"[^]a]", r"[a-]+", r"[-a]+",
     r"\x{41}\u{e9}\U{1F600}", r"\x2A\u00e9\U0001F600", r"\x41+", r"[\x{61}-\x{63}]+", r"\*\.\-\#\&\~",

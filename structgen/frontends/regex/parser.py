@@ -558,11 +558,10 @@ class Parser:
         elif key == "assigned":
             cs = general_category("Cn").negate()
         else:
-            value = name.split("=", 1)[1] if "=" in name or ":" in name else name
-            if ":" in name and "=" not in name:
-                value = name.split(":", 1)[1]
+            prop, sep, value = name.replace(":", "=").partition("=")
+            value = value if sep else prop        # \p{gc=Lu}, \p{sc:Greek} or a bare name
             short = GC_LONG.get(value.strip().lower().replace(" ", "_"), value.strip())
-            if short in GC_SHORT and not re.match(r"(?i)\s*(sc|scx|script|script_?extensions)\s*[=:]", name):
+            if short in GC_SHORT and not (sep and re.fullmatch(r"(?i)\s*(sc|scx|script|script_?extensions)\s*", prop)):
                 cs = general_category(short)
             else:
                 cs = property_class("\\p{" + name.replace(":", "=") + "}")
