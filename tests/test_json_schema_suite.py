@@ -24,7 +24,7 @@ QUICK = [
     "draft2020-12/required.json", "draft2020-12/type.json", "draft2020-12/ref.json",
     "draft7/items.json", "draft7/dependencies.json", "draft2020-12/optional/format/date.json",
     "draft2020-12/optional/format/ipv6.json", "draft2020-12/unevaluatedItems.json",
-    "draft2020-12/refRemote.json",
+    "draft2020-12/refRemote.json", "draft2020-12/dynamicRef.json",
 ]
 
 

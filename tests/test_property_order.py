@@ -566,3 +566,19 @@ def test_combined_objects_check_key_liveness(llama3):
             if t in llama3.eos_ids:
                 break
             assert w.advance(t)
+
+
+def test_declared_order_of_merged_parts_follows_the_schema_object():
+    """``$ref`` / ``allOf`` merged with sibling ``properties`` (recursive, so merged by the grammar
+    compiler): in declared order the parts come in the schema object's own key order."""
+    vocab = Vocabulary.from_bytes([bytes([c]) for c in range(32, 127)] + [b""], eos_ids=[95])
+    base = {"type": "object", "properties": {"bar": {"$ref": "#"}}}
+    for schema, first in [({"properties": {"foo": {"type": "integer"}}, "$ref": "#/$defs/b", "$defs": {"b": base}}, "foo"),
+                          ({"$ref": "#/$defs/b", "properties": {"foo": {"type": "integer"}}, "$defs": {"b": base}}, "bar"),
+                          ({"properties": {"foo": {"type": "integer"}}, "allOf": [base]}, "foo"),
+                          ({"allOf": [base], "properties": {"foo": {"type": "integer"}}}, "bar")]:
+        cg = sg.compile(sg.Grammar.from_json_schema(schema, whitespace="compact"), vocab, cache=False)
+        text = '{"foo":1,"bar":{}}' if first == "foo" else '{"bar":{},"foo":1}'
+        m = cg.matcher()
+        assert m.advance_bytes(text.encode()) and m.is_accepting(), (schema, text)
+        assert jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))

@@ -1,19 +1,28 @@
-"""``$dynamicRef`` (2020-12) where the dynamic scope cannot change its target.
+"""``$dynamicRef`` (2020-12) turned into plain ``$ref``.
 
-Contract: :func:`resolve_dynamic_refs` returns the document with every ``$dynamicRef`` replaced
-by a ``$ref`` to the same target, or raises :class:`Unsupported` naming the pointer of one whose
-target depends on the dynamic scope.  A ``$dynamicRef`` first resolves like a ``$ref``; only when
-that target carries a ``$dynamicAnchor`` of the fragment's name does the outermost resource of
-the dynamic scope with such an anchor win.  Every resource of any dynamic scope is in the
-document (remote ones are bundled first, :mod:`.registry`), so when the whole document holds one
-``$dynamicAnchor`` of that name, that one is the target whatever the scope: a plain ``$ref`` to
-it (by JSON pointer within its resource) is exact.  Several: refused.
+Contract: :func:`resolve_dynamic_refs` returns an equivalent document without ``$dynamicRef``.
+A ``$dynamicRef`` first resolves like a ``$ref``; only when that target carries a
+``$dynamicAnchor`` of the fragment's name does the outermost resource of the dynamic scope with
+such an anchor win.  Every resource of any dynamic scope is in the document (remote ones are
+bundled first, :mod:`.registry`).
+
+- When the whole document holds one ``$dynamicAnchor`` of each name used, that one is the target
+  whatever the scope: each ``$dynamicRef`` becomes a ``$ref`` to it in place.
+- Otherwise the document is specialised by scope: the only part of the dynamic scope a
+  ``$dynamicRef`` can observe is, per anchor name, the outermost resource entered so far that
+  declares it (a *binding*; it only grows, first entry wins, and is restored on return).  Each
+  sub-schema reached from the root is copied once per binding it is reached under, into the
+  root's ``$defs`` (``structgen:dyn:N``), every ``$ref`` / ``$dynamicRef`` pointing at the copy
+  for its target and binding; identifiers are dropped from the copies, since every reference
+  is then a JSON pointer.  The copies are finite (bindings are partial maps from the document's
+  anchor names to its resources); past ``MAX_COPIES`` the rewrite raises
+  :class:`LimitExceeded`.
 """
 from __future__ import annotations
 
 from urllib.parse import urldefrag
 
-from structgen.errors import Unsupported
+from structgen.errors import LimitExceeded, Unsupported
 
 from .keywords import DATA_KEYWORDS, SCHEMA_LISTS, SCHEMA_MAPS, SCHEMA_VALUES
 from .reader import SchemaDocument, declared_draft, escape_pointer, join_uri
@@ -96,7 +105,101 @@ def resolve_dynamic_refs(root, draft: str | None = None):
                 out["$ref"] = target
         return node if out is None else out
 
-    return rewrite(root, doc.root_base, "")
+    try:
+        return rewrite(root, doc.root_base, "")
+    except Unsupported:
+        return _specialise(root, doc, dyn)
+
+
+#: most sub-schema copies the scoped rewrite makes (one per sub-schema and binding)
+MAX_COPIES = 5000
+#: identifiers dropped from copies (every reference becomes a JSON pointer into the root)
+_IDENTIFIERS = ("$id", "$anchor", "$dynamicAnchor", "$defs", "definitions")
+
+
+def _specialise(root, doc: SchemaDocument, dyn: dict):
+    """``root`` specialised by dynamic binding (see the module docstring)."""
+    declares: dict = {}  # resource URI -> anchor names it declares
+    anchor_node: dict = {}  # (resource URI, name) -> node
+    for name, places in dyn.items():
+        for uri, _, node in places:
+            declares.setdefault(uri, []).append(name)
+            anchor_node[(uri, name)] = node
+    copies: dict = {}   # (id(node), binding) -> name in $defs
+    defs: dict = {}
+
+    def enter(binding: tuple, uri: str) -> tuple:
+        names = declares.get(uri)
+        if not names:
+            return binding
+        bound = dict(binding)
+        for n in names:
+            bound.setdefault(n, uri)
+        return tuple(sorted(bound.items()))
+
+    def copy_of(node, base: str, binding: tuple, ptr: str) -> str:
+        key = (id(node), binding)
+        name = copies.get(key)
+        if name is None:
+            if len(copies) >= MAX_COPIES:
+                raise LimitExceeded(f"$dynamicRef at {ptr}: specialising the schema by dynamic scope "
+                                    f"needs more than {MAX_COPIES} sub-schema copies", "MAX_COPIES", MAX_COPIES)
+            name = copies[key] = f"structgen:dyn:{len(copies)}"
+            defs[name] = None  # reserved: a cycle back here refers to the name
+            defs[name] = walk(node, base, binding, ptr)
+        return f"#/$defs/{name}"
+
+    def walk(node, base: str, binding: tuple, ptr: str):
+        if not isinstance(node, dict):
+            return node
+        nb = doc.base_of.get(id(node), base)
+        if urldefrag(nb)[0] != urldefrag(base)[0]:
+            binding = enter(binding, urldefrag(nb)[0])  # an embedded resource, entered lexically
+        out = {}
+        refs = []
+        for k, v in node.items():
+            if k in _IDENTIFIERS or (k == "$schema" and node is not root):
+                continue
+            if k == "$ref" and isinstance(v, str):
+                target, tbase = doc.resolve(v, nb, f"{ptr}/$ref")
+                refs.append(copy_of(target, tbase, enter(binding, urldefrag(tbase)[0]), f"{ptr}/$ref"))
+            elif k == "$dynamicRef" and isinstance(v, str):
+                target, tbase = _dynamic_target(doc, v, nb, binding, anchor_node, f"{ptr}/$dynamicRef")
+                refs.append(copy_of(target, tbase, enter(binding, urldefrag(tbase)[0]), f"{ptr}/$dynamicRef"))
+            elif k in DATA_KEYWORDS:
+                out[k] = v
+            elif k in SCHEMA_MAPS and isinstance(v, dict):
+                out[k] = {n: walk(x, nb, binding, f"{ptr}/{k}/{escape_pointer(n)}") for n, x in v.items()}
+            elif k in SCHEMA_VALUES and k in SCHEMA_LISTS and isinstance(v, list):
+                out[k] = [walk(x, nb, binding, f"{ptr}/{k}/{i}") for i, x in enumerate(v)]
+            elif k in SCHEMA_VALUES:
+                out[k] = walk(v, nb, binding, f"{ptr}/{k}")
+            else:
+                out[k] = v
+        if refs:
+            out["$ref"] = refs[0]
+            if len(refs) > 1:
+                out["allOf"] = list(out.get("allOf") or []) + [{"$ref": r} for r in refs[1:]]
+        return out
+
+    start = enter((), urldefrag(doc.root_base)[0])
+    top = copy_of(root, doc.root_base, start, "")
+    out = {"$ref": top, "$defs": defs}
+    if isinstance(root, dict) and "$schema" in root:
+        out["$schema"] = root["$schema"]
+    return out
+
+
+def _dynamic_target(doc: SchemaDocument, ref: str, base: str, binding: tuple, anchor_node: dict, ptr: str):
+    """``(target, its base)`` of ``$dynamicRef`` ``ref`` under ``binding``."""
+    target, tbase = doc.resolve(ref, base, ptr)
+    frag = urldefrag(join_uri(base, ref))[1]
+    if frag and not frag.startswith("/") and isinstance(target, dict) and target.get("$dynamicAnchor") == frag:
+        uri = dict(binding).get(frag)
+        if uri is not None and (uri, frag) in anchor_node:
+            node = anchor_node[(uri, frag)]
+            return node, doc.base_of.get(id(node), uri)
+    return target, tbase
 
 
 def _static_target(ref: str, base: str, dyn: dict, plain: set, ptr: str) -> str:

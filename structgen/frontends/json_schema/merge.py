@@ -198,10 +198,19 @@ class Merger:
                 self.flatten(t, tb, out, depth + 1)
                 self.stack.pop()
                 return
-            self.flatten(t, tb, out, depth + 1)
-        for sub in s.get("allOf", []) or []:
-            self.flatten(sub, base, out, depth + 1)
-        out.append(rest)
+        # the parts in the schema object's own key order (declared property order follows it)
+        placed = False
+        for k in s:
+            if k == "$ref":
+                self.flatten(t, tb, out, depth + 1)
+            elif k == "allOf":
+                for sub in s.get("allOf", []) or []:
+                    self.flatten(sub, base, out, depth + 1)
+            elif not placed:
+                out.append(rest)
+                placed = True
+        if not placed:
+            out.append(rest)
         self.stack.pop()
 
     def merge(self, s) -> dict:

@@ -241,6 +241,9 @@ class SchemaDocument:
         anc = node.get("$anchor")
         if isinstance(anc, str):
             self.by_uri[f"{urldefrag(base)[0]}#{anc}"] = node
+        dyn = node.get("$dynamicAnchor")
+        if isinstance(dyn, str) and self.draft == "2020-12":  # also a plain anchor for $ref
+            self.by_uri.setdefault(f"{urldefrag(base)[0]}#{dyn}", node)
         self.base_of[id(node)] = base
         return base
 
