@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import jsonschema
@@ -95,6 +96,10 @@ def test_maskbench_stubs_and_structgen(data_dir, tmp_path, tok):
     assert acc["masks"] == sum(_tokens(x, tok) + 1 for x, _ in docs) - with_tests
     assert rej["masks"] == len(docs) - with_tests
     assert len(acc["ttfm_ms"]) == 5 and acc["ttfm_ms"]["p50"] is not None
+    if os.path.exists("/proc/self/clear_refs"):  # Linux: the peak RSS of each compile is recorded
+        assert sg["compile_rss_mb"]["max"] is not None and sg["compile_rss_mb"]["max"] >= 0
+        assert sg["peak_rss_mb"]["max"] > 10  # MB: a Python process with numpy and structgen loaded
+        assert all(r["peak_rss_mb"] >= r["compile_rss_mb"] for r in res if r.get("peak_rss_mb") is not None)
     per_subset = summarise("maskbench", res)["by_subset"]
     assert per_subset["Beta"]["accept-all"]["invalidation_errors"] == 1
     assert per_subset["Alpha"]["reject-all"]["validation_errors"] == 4

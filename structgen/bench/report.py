@@ -70,6 +70,9 @@ def maskbench_stats(rs: list[dict]) -> dict:
         "status": statuses,
         "ttfm_ms": _percentiles([r["ttfm_ms"] for r in ok if r.get("ttfm_ms") is not None]),
         "tbm_us": _percentiles(tbm), "masks": len(tbm),
+        # RSS growth during compile + first mask (MB), and the worker's peak RSS then
+        "compile_rss_mb": _percentiles([r["compile_rss_mb"] for r in ok if r.get("compile_rss_mb") is not None]),
+        "peak_rss_mb": _percentiles([r["peak_rss_mb"] for r in ok if r.get("peak_rss_mb") is not None]),
     }
 
 
@@ -142,7 +145,8 @@ def table(summary: dict, per_subset: bool = True) -> str:
     lines = []
     if mode == "maskbench":
         head = ("| subset | engine | schemas | compiled | refused / timeout / crash | passed | passed % | valid rej. | "
-                "invalid acc. | TTFM p50 / p90 / p99 / p99.9 / max (ms) | TBM p50 / p90 / p99 / p99.9 / max (µs) |")
+                "invalid acc. | TTFM p50 / p90 / p99 / p99.9 / max (ms) | TBM p50 / p90 / p99 / p99.9 / max (µs) | "
+                "compile RSS p50 / p99 / max (MB) | peak RSS max (MB) |")
 
         def row(sub, e, s):
             t, b, st = s["ttfm_ms"], s["tbm_us"], s["status"]
@@ -151,8 +155,11 @@ def table(summary: dict, per_subset: bool = True) -> str:
             fails = (f"{st.get('refused', 0) + st.get('error', 0)} / "
                      f"{st.get('compile_timeout', 0) + st.get('run_timeout', 0) + st.get('load_timeout', 0)} / "
                      f"{st.get('crash', 0) + st.get('load_error', 0)}")
+            mem, peak = s.get("compile_rss_mb") or {}, s.get("peak_rss_mb") or {}
+            rss = " / ".join(_f(mem.get(k), 1) for k in ("p50", "p99", "max"))
             return (f"| {sub} | {e} | {s['schemas']} | {s['compiled']} | {fails} | {s['passed']} | "
-                    f"{_f(s['passed_pct'], 1)} | {s['validation_errors']} | {s['invalidation_errors']} | {ttfm} | {tbm} |")
+                    f"{_f(s['passed_pct'], 1)} | {s['validation_errors']} | {s['invalidation_errors']} | {ttfm} | {tbm} | "
+                    f"{rss} | {_f(peak.get('max'), 1)} |")
     elif mode == "testsuite":
         head = "| keyword file | engine | cases | compiled | tests | passed | accuracy | valid rej. | invalid acc. |"
 

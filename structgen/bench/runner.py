@@ -120,6 +120,29 @@ def _short(e: BaseException, n: int = 300) -> str:
     return s if len(s) <= n else s[:n] + "..."
 
 
+def _status_kb(field: str):
+    """``field`` (``VmRSS``, ``VmHWM``) of /proc/self/status in kB, or None off Linux."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _reset_peak_rss():
+    """Reset this process's peak RSS (``VmHWM``) to its current RSS; the RSS in kB, or None where
+    the peak cannot be reset (then no memory figures are recorded)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        return None
+    return _status_kb("VmRSS")
+
+
 def execute(engine_name: str, task: dict, ctx: WorkerContext, phase=lambda p: None) -> dict:
     """Run one (engine, task) pair in this process and return its result record."""
     from .engines import EngineRefusal
@@ -144,6 +167,7 @@ def execute(engine_name: str, task: dict, ctx: WorkerContext, phase=lambda p: No
         return res
     phase("compile")
     bm = tok.allocate()
+    rss0 = _reset_peak_rss()
     t0 = time.perf_counter()
     try:
         compiled = eng.compile(task["schema"])
@@ -157,6 +181,11 @@ def execute(engine_name: str, task: dict, ctx: WorkerContext, phase=lambda p: No
         return res
     ttfm = time.perf_counter() - t0
     res["ttfm_ms"] = round(1e3 * ttfm, 4)
+    peak = _status_kb("VmHWM")
+    if rss0 is not None and peak is not None:
+        # the process's peak during compile + first mask, and its growth over the RSS before
+        res["peak_rss_mb"] = round(peak / 1024, 1)
+        res["compile_rss_mb"] = round(max(0, peak - rss0) / 1024, 1)
     if ttfm > lim.compile_s:
         res.update(status="compile_timeout", error=f"TTFM {ttfm:.1f} s > {lim.compile_s:g} s")
         return res
