@@ -91,7 +91,8 @@ class Grammar(TagsMixin, GrammarAlgebra):
             warm_up()  # before the clock starts
         try:
             with limit_scope(time_limit):
-                node = parse_regex(pattern, syntax=syntax, max_depth=max_depth, max_states=max_states)
+                node = parse_regex(pattern, syntax=syntax, max_depth=max_depth, max_states=max_states,
+                                   lookahead=True)
         except LimitExceeded as e:
             if e.limit == "max_depth":  # the message names the pattern and the position already
                 raise LimitExceeded(e.message, e.limit, e.value, "Grammar.from_regex(max_depth=...)") from e

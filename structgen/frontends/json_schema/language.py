@@ -61,7 +61,7 @@ def and_langs(parts: list) -> Lang:
 def pattern_search_ir(pattern: str, ptr: str = "") -> ir.Node:
     """Decoded-text IR of the strings in which ``pattern`` (ECMA-262 syntax) finds a match."""
     try:
-        return parse_regex(pattern, syntax="ecma", anchored=False)
+        return parse_regex(pattern, syntax="ecma", anchored=False, lookahead=True)
     except (Unsupported, RegexError) as e:
         raise Unsupported(f"pattern {pattern!r}: {e}", f"#{ptr}") from e
 

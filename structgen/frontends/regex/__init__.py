@@ -12,8 +12,9 @@ Semantics
   :func:`search_to_full` wraps an anchor-free node with ``.*`` on both ends.
 * Anchors are supported at the edges of the pattern, including at the edges of
   top-level alternatives (``^a|b$``); anywhere else they raise :class:`Unsupported`
-  naming the position.  ``\\b``, ``\\B``, lookarounds, backreferences and
-  conditionals raise :class:`Unsupported`; syntax errors raise :class:`RegexError`
+  naming the position.  ``\\b``, ``\\B``, lookbehinds, backreferences and
+  conditionals raise :class:`Unsupported`, and so do lookaheads unless ``lookahead=True``
+  (then compiled exactly: ``(?=X)K`` is ``K ∩ X.*``, ``(?!X)K`` is ``K ∩ ¬(X.*)``); syntax errors raise :class:`RegexError`
   with the 0-based position of the offending character.
 * Lazy quantifiers do not change the language.  Possessive quantifiers and atomic
   groups *can* (``a*+a`` matches nothing), so they are compiled exactly:
@@ -78,7 +79,8 @@ def _parse_flags(flags) -> int:
 
 
 def parse_regex(pattern: str, flags=0, *, syntax: str = PYTHON, anchored: bool = True,
-                max_depth: int = DEFAULT_MAX_DEPTH, max_states: int = DEFAULT_MAX_STATES) -> ir.Node:
+                max_depth: int = DEFAULT_MAX_DEPTH, max_states: int = DEFAULT_MAX_STATES,
+                lookahead: bool = False) -> ir.Node:
     """Parse ``pattern`` into IR.  See the module docstring for the exact semantics.
 
     Raises :class:`RegexError` (with ``pos``) on syntax errors and :class:`Unsupported`
@@ -86,12 +88,17 @@ def parse_regex(pattern: str, flags=0, *, syntax: str = PYTHON, anchored: bool =
     deeper than ``max_depth`` raise :class:`LimitExceeded` (``limit="max_depth"``, the position in
     the message).  ``max_states`` bounds the DFAs built while lowering possessive quantifiers and
     atomic groups (and a :func:`~structgen.automaton.build.limit_scope` their time).
+    ``lookahead=True`` compiles lookaheads ``(?=..)`` / ``(?!..)`` exactly, for patterns that
+    describe a whole input (a JSON Schema ``pattern``, ``Grammar.from_regex``): they see the
+    rest of it.  Off (the default, and always for ``syntax="rust"``) they raise
+    :class:`Unsupported`, as they must for a grammar terminal, whose lookahead sees text beyond
+    the terminal.  Lookbehinds are refused either way.
     """
     if not isinstance(pattern, str):
         raise TypeError("parse_regex expects a str pattern")
     if syntax not in (PYTHON, ECMA, RUST):
         raise OptionError(f"syntax must be {PYTHON!r}, {ECMA!r} or {RUST!r}, not {syntax!r}")
-    parser = Parser(pattern, syntax, _parse_flags(flags), max_depth)
+    parser = Parser(pattern, syntax, _parse_flags(flags), max_depth, lookahead)
     tree = parser.parse()
     low = Lowering(parser, max_states)
     with ir.recursion_room(parser.max_depth_seen):  # anchors and possessive parts are walked recursively

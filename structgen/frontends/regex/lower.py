@@ -5,14 +5,22 @@ tree) variants (anchors only at the pattern's edges, else :class:`Unsupported`);
 :meth:`Lowering.lower` turns an anchor-free tree followed by a continuation into IR, compiling
 possessive quantifiers and atomic groups exactly (``X{m,n}+ K`` is
 ``X{m,n}(K ∩ ¬(X.*)) | X{n}K`` for a prefix-free, non-nullable ``X``; other bodies raise).
+A lookahead sees the rest of the input, which the continuation is: ``(?=X) K`` is
+``K ∩ X.*`` and ``(?!X) K`` is ``K ∩ ¬(X.*)`` (``.`` any character; an end anchor in ``X``
+ends ``X.*`` there).  Inside a repetition of at most :data:`LOOK_UNROLL` copies the
+repetition is unrolled; inside a longer one a lookahead raises :class:`Unsupported`.
 """
 from __future__ import annotations
 
 from ...automaton import ir
 from ...automaton.build import DEFAULT_MAX_STATES, build_dfa
-from .parser import ALT, ANCHOR, ATOMIC, EMPTY_SEQ, LIT, REP, SEQ, SET, Parser, Tree
+from .parser import ALT, ANCHOR, ATOMIC, EMPTY_SEQ, LIT, LOOK, REP, SEQ, SET, Parser, Tree
 
 ANY_STAR = ir.Repeat(ir.ANY_CHAR, 0, None)
+#: most copies of a repeated sub-pattern holding a lookahead that are unrolled
+LOOK_UNROLL = 4
+#: what may follow a lookahead body, by the end anchor it ends with
+_LOOK_TAIL = {None: ANY_STAR, "Z": ir.EMPTY, "$": ir.repeat(ir.literal("\n"), 0, 1)}
 
 
 
@@ -126,12 +134,30 @@ class Lowering:
                 return self.possessive(body, k, node.pos)
             raise self.parser.unsupported("an atomic group whose body can match in several ways",
                                           node.pos)
+        if kind == LOOK:
+            seen = self.look_language(node.a, node.pos)
+            return ir.And((k, ir.Not(seen) if node.b else seen))
         if kind == REP:
             if node.d == "possessive" and not node.a.poss:
                 return self.possessive(node, k, node.pos)
+            if node.look and node.d != "possessive" and node.c is not None and node.c <= LOOK_UNROLL:
+                copies = [Tree(SEQ, node.pos, [node.a] * n) for n in range(node.b, node.c + 1)]
+                return self.lower(Tree(ALT, node.pos, copies), k)
+            if node.look:
+                raise self.parser.unsupported("a lookahead inside a repetition", node.pos)
             raise self.parser.unsupported("a possessive quantifier or atomic group inside a "
                                           "repetition", node.pos)
         raise AssertionError(kind)  # pragma: no cover
+
+    def look_language(self, body: Tree, pos: int) -> ir.Node:
+        """The remainders of the input a lookahead with ``body`` accepts: ``body`` then anything
+        (or, where ``body`` ends with an end anchor, the end of the input there)."""
+        out = []
+        for sk, ek, b in self.variants(body):
+            if sk is not None or ek not in _LOOK_TAIL:
+                raise self.parser.unsupported("a start or multiline anchor inside a lookahead", pos)
+            out.append(self.lower(b, _LOOK_TAIL[ek]))
+        return ir.alt(*out)
 
     def possessive(self, node: Tree, k: ir.Node, pos: int) -> ir.Node:
         x = self.plain(node.a)

@@ -29,25 +29,32 @@ _PLAIN_RUN = re.compile(r"[^\\\[\](){}.*+?^$|]+")
 
 # ------------------------------------------------------------------------ parse tree
 
-SET, SEQ, ALT, REP, ATOMIC, ANCHOR, LIT = range(7)
+SET, SEQ, ALT, REP, ATOMIC, ANCHOR, LIT, LOOK = range(8)
 
 
 class Tree:
     """A parse-tree node.  ``kind`` selects the meaning of ``a``/``b``/``c``/``d``:
     SET: a=CharSet; LIT: a=str (a run of plain characters); SEQ/ALT: a=list of nodes;
     REP: a=node, b=min, c=max, d=mode; ATOMIC: a=node; ANCHOR: a="start"|"end",
-    b=kind ("A", "m", "Z", "$")."""
+    b=kind ("A", "m", "Z", "$"); LOOK (a lookahead): a=node, b=negative.  ``poss`` marks trees
+    lowered with their continuation (possessive parts, atomic groups, lookaheads), ``look``
+    those holding a lookahead."""
 
-    __slots__ = ("kind", "pos", "a", "b", "c", "d", "anchor", "poss")
+    __slots__ = ("kind", "pos", "a", "b", "c", "d", "anchor", "poss", "look")
 
     def __init__(self, kind, pos, a=None, b=None, c=None, d=None):
         self.kind, self.pos, self.a, self.b, self.c, self.d = kind, pos, a, b, c, d
+        self.look = False
         if kind in (SEQ, ALT):
             self.anchor = next((x.anchor for x in a if x.anchor is not None), None)
             self.poss = any(x.poss for x in a)
+            self.look = any(x.look for x in a)
         elif kind in (REP, ATOMIC):
             self.anchor = a.anchor
             self.poss = kind == ATOMIC or d == "possessive" or a.poss
+            self.look = a.look
+        elif kind == LOOK:  # its anchors are its own (lowered with the body)
+            self.anchor, self.poss, self.look = None, True, True
         elif kind == ANCHOR:
             self.anchor, self.poss = pos, False
         else:
@@ -77,7 +84,9 @@ def _clip(p: str, n: int = 60) -> str:
 
 
 class Parser:
-    def __init__(self, pattern: str, syntax: str, flags: int, max_depth: int = DEFAULT_MAX_DEPTH):
+    def __init__(self, pattern: str, syntax: str, flags: int, max_depth: int = DEFAULT_MAX_DEPTH,
+                 lookahead: bool = False):
+        self.lookahead = lookahead and syntax != RUST  # Rust's regex crate has no lookarounds
         self.p = pattern
         self.n = len(pattern)
         self.i = 0
@@ -163,7 +172,8 @@ class Parser:
                 self.i += 1
                 self.depth -= 1
                 self.flags = saved
-                node = Tree(ATOMIC, open_pos, body) if atomic else body
+                node = (Tree(ATOMIC, open_pos, body) if atomic is True else
+                        Tree(LOOK, open_pos, body, atomic == "!") if atomic else body)
                 self.started = True
                 items.append(self.quantified(node, open_pos))
                 continue
@@ -308,8 +318,12 @@ class Parser:
             return False, None
         if c == "P" and self.peek(1) == "=":
             raise self.unsupported("a backreference (?P=name)", open_pos)
+        if c in "=!" and self.lookahead:
+            self.i += 1
+            return c, None  # a lookahead: "=" or "!"
         if c in "=!" or c == "<":
-            raise self.unsupported("a lookaround assertion", open_pos)
+            raise self.unsupported("a lookaround assertion" if not self.lookahead else "a lookbehind assertion",
+                                   open_pos)
         if c == "(":
             raise self.unsupported("a conditional group", open_pos)
         if c == ">":
