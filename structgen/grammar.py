@@ -23,6 +23,7 @@ from .frontends.gbnf import gbnf_to_cfg
 from .frontends.json_schema.hygiene import resolve_hygiene
 from .frontends.json_schema.options import parse_json_text
 from .frontends.json_schema.property_order import check_order
+from .frontends.json_schema.reader import without_keywords
 from .frontends.json_schema.registry import bundle_remote
 from .frontends.json_schema.select import compile_with
 from .frontends.json_schema.slicing import json_slicing
@@ -117,7 +118,8 @@ class Grammar(TagsMixin, GrammarAlgebra):
     # -- JSON Schema / Pydantic ---------------------------------------------------
     @classmethod
     def from_json_schema(cls, schema: Any, *, engine: str = "auto", property_order: str = "declared",
-                         registry: Any = None, hygiene: Any = None, **options) -> "Grammar":
+                         registry: Any = None, hygiene: Any = None, formats: str = "assert",
+                         **options) -> "Grammar":
         """JSON documents valid under ``schema`` (a dict, bool or JSON text).
 
         ``engine``: ``"dfa"`` compiles the whole schema to one regular language
@@ -138,6 +140,9 @@ class Grammar(TagsMixin, GrammarAlgebra):
         ones), a dict of its settings or an instance; ``None``/``False`` (the default here): exact
         JSON Schema semantics.  ``sg.generate`` and friends turn it on (see
         :mod:`structgen.frontends.json_schema.hygiene`); ``report.hygiene`` lists what was used.
+        ``formats``: ``"assert"`` (the default: ``format`` constrains strings, as the format-assertion
+        vocabulary says; see :mod:`structgen.frontends.json_schema.formats` for how closely) or
+        ``"annotate"`` (``format`` constrains nothing: 2020-12's default format-annotation vocabulary).
         Other options are the compilers', e.g. ``whitespace="compact"|"flexible"``, ``lenient=False``.
         """
         if engine not in ("auto", "dfa", "cfg"):
@@ -151,6 +156,10 @@ class Grammar(TagsMixin, GrammarAlgebra):
             options["hygiene"] = hygiene
         if registry is not None:
             schema = bundle_remote(call_deep(parse_json_text, schema), registry, options.get("draft"))
+        if formats == "annotate":
+            schema = call_deep(without_keywords, call_deep(parse_json_text, schema), ("format",))
+        elif formats != "assert":
+            raise OptionError(f"Grammar.from_json_schema(): formats must be 'assert' or 'annotate', not {formats!r}")
         engine, result, text, schema = call_deep(_schema_and_text, engine, schema, options)
         key = ("json_schema", engine, text, tuple(sorted((k, repr(v)) for k, v in options.items())))
         src = f"JSON Schema ({engine})"

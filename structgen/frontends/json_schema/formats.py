@@ -17,12 +17,19 @@ the ones that match it exactly, which ``not``/``oneOf``/``if`` may then negate):
 - ``ipv6``: RFC 4291 text forms incl. ``::`` and an embedded IPv4 tail, no zone (exact, as ``ipaddress``).
 - ``uuid``: the canonical 8-4-4-4-12 hex form (a subset: the oracle also takes braces, ``urn:``).
 - ``json-pointer``: exact (RFC 6901); ``relative-json-pointer``: ASCII-digit prefix (subset).
-- ``hostname``: RFC 1123 LDH labels of 1-63 characters, at most 253 in all, no trailing dot, no
-  ``--`` at positions 3-4 (so no ``xn--`` A-labels: Punycode validity is not checked, they are left out).
+- ``hostname``: RFC 1123 LDH labels of 1-63 characters, no leading or trailing hyphen, no ``--``
+  at positions 3-4 (so no ``xn--`` A-labels: Punycode validity is not checked, they are left out),
+  no trailing dot, at most 253 characters -- a subset: the 253 bound needs a counter crossed with
+  the label position (a 180,000-state JSON string automaton, 50 s to compile), so a name is taken
+  when *n* labels of the longest label's length would fit, ``n * (longest + 1) - 1 <= 253``, for
+  (n, longest) up to (3, 63), (4, 62), (8, 30), (16, 14), (31, 7), (63, 3), (127, 1)
+  (:data:`HOSTNAME_SHAPES`). Every name taken is valid; the ones left out are long names of many
+  labels of uneven length.
 - ``uri``, ``uri-reference``, ``iri``, ``iri-reference``, ``uri-template``,
   ``duration``: RFC-shaped regexes; the oracle does not check them without optional packages, so
   we are stricter than it (never looser than the RFCs' syntax).
-- ``idn-hostname``: ASCII LDH labels only, no ``xn--``/``--`` at positions 3-4 (a subset).
+- ``idn-hostname``: the ``hostname`` subset with ``.``, ``\u3002``, ``\uff0e`` or ``\uff61`` between
+  labels (RFC 3490 3.1); ASCII labels only (U-labels need IDNA 2008's tables and Punycode).
 - ``regex``: not a regular language -> ``Unsupported`` (annotation-only in lenient mode).
 Any other format name is an annotation and constrains nothing, as the specification says.
 """
@@ -215,7 +222,6 @@ URI_TEMPLATE = (f"([^\\x00-\\x20\"%<>\\\\^`{{|}}\\x7f]|%{_HEX}{_HEX}"
 # RFC 3339 appendix A: dur-year = nY [nM [nD]], dur-hour = nH [nM [nS]], or weeks alone
 _DUR_TIME = r"T(\d+H(\d+M(\d+S)?)?|\d+M(\d+S)?|\d+S)"
 DURATION = rf"P((\d+Y(\d+M(\d+D)?)?|\d+M(\d+D)?|\d+D)({_DUR_TIME})?|{_DUR_TIME}|\d+W)"
-_IDN_LABEL = r"[A-Za-z0-9]([A-Za-z0-9\-]{0,61}[A-Za-z0-9])?"
 _ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~\-]"
 _LOCAL = f'({_ATEXT}+(\\.{_ATEXT}+)*|"([ !#-\\[\\]-~]|\\\\[ -~])*")'
 EMAIL = f"{_LOCAL}@({HOSTNAME}|\\[{IPV4}\\]|\\[IPv6:{IPV6}\\])"
@@ -234,18 +240,28 @@ _PATTERNS = {
 def format_ir(name: str):
     """Decoded-text IR of format ``name``, or None when the format is an unconstrained annotation."""
     if name in ("idn-hostname", "hostname"):
-        return _hostname()
+        return _hostname(name == "idn-hostname")
     pat = _PATTERNS.get(name)
     return None if pat is None else _rx(pat)
 
 
+# (labels, longest label) pairs with labels * (longest + 1) - 1 <= 253: the hostname shapes taken
+HOSTNAME_SHAPES = ((3, 63), (4, 62), (8, 30), (16, 14), (31, 7), (63, 3), (127, 1))
+IDN_SEPARATORS = ".\u3002\uff0e\uff61"  # RFC 3490 3.1: full stop, ideographic, fullwidth, halfwidth
+
+
 @lru_cache(maxsize=None)
-def _hostname() -> ir.Node:
-    label = _rx(_IDN_LABEL)
+def _hostname(idn: bool = False) -> ir.Node:
+    sep = ir.CharSet.of([(ord(c), ord(c)) for c in (IDN_SEPARATORS if idn else ".")])
     bad = _rx("..--.*")  # '--' at positions 3-4 (this covers xn-- A-labels), RFC 5891 4.2.3.1
-    good = ir.And((label, ir.Not(bad)))
-    names = ir.seq(good, ir.Repeat(ir.seq(ir.literal("."), good), 0, None))
-    return ir.And((names, ir.Repeat(ir.ANY_CHAR, 1, 253)))
+    shapes = []
+    for n, longest in HOSTNAME_SHAPES:
+        label = _rx(f"[A-Za-z0-9]([A-Za-z0-9\\-]{{0,{longest - 2}}}[A-Za-z0-9])?" if longest > 1
+                    else "[A-Za-z0-9]")
+        if longest >= 4:
+            label = ir.And((label, ir.Not(bad)))
+        shapes.append(ir.seq(label, ir.Repeat(ir.seq(sep, label), 0, n - 1)))
+    return ir.alt(*shapes)
 
 
 caching.register_function("json_schema.formats", format_ir)

@@ -108,14 +108,19 @@ def for_declared_draft(root):
     d = declared_draft(root)
     if d is None or d not in LATER_KEYWORDS:
         return root
-    later = LATER_KEYWORDS[d]
+    return without_keywords(root, LATER_KEYWORDS[d])
 
+
+def without_keywords(root, names):
+    """``root`` with the keywords ``names`` removed from every schema object in it (sub-schemas
+    found through the applicators, not inside ``const``/``enum`` values or property names);
+    ``root`` itself when none occurs, else copies along the changed paths."""
     def walk(s):
         if not isinstance(s, dict):
             return s
         out = None
         for k, v in s.items():
-            if k in later:
+            if k in names:
                 new = _DROP
             elif k in SCHEMA_MAPS and isinstance(v, dict):
                 vals = {n: walk(x) for n, x in v.items()}
