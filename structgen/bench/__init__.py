@@ -37,7 +37,7 @@ def suite_tasks(suite=None, drafts=("draft2020-12", "draft7"), *, optional: bool
     ``draft/file.json``.  A draft-7 schema without ``$schema`` gets one, so that every engine
     knows the draft.  ``suite``: the suite folder (default: the checkout's copy)."""
     tasks = []
-    from .testsuite import suite_files
+    from .testsuite import formats_of, suite_files
 
     suite = find_suite(suite, "suite")
 
@@ -50,7 +50,8 @@ def suite_tasks(suite=None, drafts=("draft2020-12", "draft7"), *, optional: bool
                 if isinstance(schema, dict) and "$schema" not in schema and draft in _DRAFT_URI:
                     schema = {"$schema": _DRAFT_URI[draft], **schema}
                 tasks.append({"id": f"{rel}#{k}", "subset": rel, "schema": schema, "tests": case["tests"],
-                              "description": case.get("description", "")})
+                              "description": case.get("description", ""),
+                              "context": {"suite": str(suite), "formats": formats_of(p)}})
     return tasks
 
 

@@ -146,7 +146,11 @@ class Engine:
     def version(self) -> str:
         return _version(self.dist) if self.dist else "-"
 
-    def compile(self, schema) -> Compiled:
+    def compile(self, schema, context: dict | None = None) -> Compiled:
+        """``context``: what the task knows beyond the schema -- for the official suite, ``suite``
+        (its folder, whose ``remotes/`` serve remote refs) and ``formats`` (``"annotate"`` for the
+        required ``format.json`` files).  Peers have no remote registry nor format switch: they
+        ignore it."""
         raise NotImplementedError
 
     def warm_up(self) -> None:
@@ -203,13 +207,20 @@ class StructgenEngine(Engine):
 
         return getattr(structgen, "__version__", "?")
 
-    def compile(self, schema):
+    def compile(self, schema, context=None):
         import structgen as sg
 
+        context = context or {}
+        registry = None
+        if context.get("suite"):
+            from .testsuite import suite_registry
+
+            registry = suite_registry(context["suite"])
         t0 = time.perf_counter()
         try:
             g = sg.Grammar.from_json_schema(schema, whitespace=self.whitespace, time_limit=self.compile_limit,
-                                            property_order=self.property_order, hygiene=self.hygiene)
+                                            property_order=self.property_order, hygiene=self.hygiene,
+                                            registry=registry, formats=context.get("formats", "assert"))
             left = max(0.1, self.compile_limit - (time.perf_counter() - t0))
             cg = sg.compile(g, self.tok.vocab, time_limit=left, cache=False)
         except sg.StructgenError as e:
@@ -270,7 +281,7 @@ class LLGuidanceEngine(Engine):
             raise EngineUnavailable(f"llguidance is not installed: {e}") from None
         self.lltok = llguidance.hf.from_tokenizer(tok.hf, n_vocab=tok.width, eos_token=tok.eos_ids[0])
 
-    def compile(self, schema):
+    def compile(self, schema, context=None):
         import llguidance
 
         try:
@@ -325,7 +336,7 @@ class XGrammarEngine(Engine):
         # one thread: each benchmark worker is one process on one core, for every engine alike
         self.compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
 
-    def compile(self, schema):
+    def compile(self, schema, context=None):
         flexible = self.whitespace == "flexible"
         try:
             cg = self.compiler.compile_json_schema(json.dumps(schema), any_whitespace=flexible,
@@ -390,7 +401,7 @@ class OutlinesEngine(Engine):
         self.eos = tok.eos_ids[0]
         self.ocvocab = oc.Vocabulary(self.eos, table)
 
-    def compile(self, schema):
+    def compile(self, schema, context=None):
         import outlines_core as oc
         from outlines_core.json_schema import build_regex_from_schema
 
@@ -434,7 +445,7 @@ class AcceptAllEngine(Engine):
 
     name = "accept-all"
 
-    def compile(self, schema):
+    def compile(self, schema, context=None):
         return _ConstCompiled(True)
 
 
@@ -444,7 +455,7 @@ class RejectAllEngine(Engine):
 
     name = "reject-all"
 
-    def compile(self, schema):
+    def compile(self, schema, context=None):
         return _ConstCompiled(False)
 
 
@@ -456,7 +467,7 @@ class HangEngine(Engine):
     def warm_up(self):
         pass
 
-    def compile(self, schema):
+    def compile(self, schema, context=None):
         while True:
             time.sleep(1)
 
@@ -469,7 +480,7 @@ class CrashEngine(Engine):
     def warm_up(self):
         pass
 
-    def compile(self, schema):
+    def compile(self, schema, context=None):
         os._exit(3)
 
 

@@ -170,7 +170,7 @@ def execute(engine_name: str, task: dict, ctx: WorkerContext, phase=lambda p: No
     rss0 = _reset_peak_rss()
     t0 = time.perf_counter()
     try:
-        compiled = eng.compile(task["schema"])
+        compiled = eng.compile(task["schema"], task.get("context"))
         m = compiled.matcher()
         m.fill_mask(bm)
     except EngineRefusal as e:

@@ -71,9 +71,11 @@ def remotes_registry(suite) -> dict:
 _REGISTRIES = caching.LRU(4, name="bench.suite_remotes")  # suite folder -> remotes registry
 
 
-def _registry_for(path: Path) -> dict:
-    """The remotes registry of the suite holding keyword file ``path`` (empty when none)."""
-    for up in Path(path).resolve().parents:
+def suite_registry(path) -> dict:
+    """The remotes registry of the suite holding ``path`` (a keyword file or the suite folder
+    itself; empty when none)."""
+    p = Path(path).resolve()
+    for up in (p, *p.parents):
         if (up / "remotes").is_dir():
             reg = _REGISTRIES.get(str(up))
             if reg is None:
@@ -81,6 +83,12 @@ def _registry_for(path: Path) -> dict:
                 _REGISTRIES.put(str(up), reg)
             return reg
     return {}
+
+
+def formats_of(path) -> str:
+    """``"annotate"`` for a required ``format.json`` (format-annotation tests), else ``"assert"``."""
+    path = Path(path)
+    return "annotate" if path.name == "format.json" and "optional" not in path.parts else "assert"
 
 
 def run_file(path: Path, draft: str, *, vocab=None, modes=("compact", "flexible"), time_limit: float = 10.0,
@@ -91,9 +99,9 @@ def run_file(path: Path, draft: str, *, vocab=None, modes=("compact", "flexible"
 
     vocab = load_vocab() if vocab is None else vocab
     if registry is None:
-        registry = _registry_for(path)
+        registry = suite_registry(path)
     cases = json.loads(path.read_text())
-    formats = "annotate" if path.name == "format.json" and "optional" not in path.parts else "assert"
+    formats = formats_of(path)
     res = {"cases": len(cases), "compiled": 0, "tests": 0, "passed": 0, "valid_rejected": 0,
            "invalid_accepted": 0, "errors": {}}
     failures = []
