@@ -175,6 +175,25 @@ def test_testsuite_mode_counts(tmp_path):
     assert ml["accuracy"] == 1.0
 
 
+def test_testsuite_context_remote_refs_format_annotation_and_empty_schemas(tmp_path):
+    """The side-by-side runner gives structgen what the suite's own runner does: its remotes,
+    format annotation on the required format.json, and empty schemas as matchers taking nothing."""
+    from structgen.bench.testsuite import formats_of, run_file
+
+    files = ["draft2020-12/refRemote.json", "draft2020-12/format.json", "draft2020-12/not.json"]
+    tasks = suite_tasks(SUITE, ("draft2020-12",), optional=False, files=files)
+    assert {t["context"]["formats"] for t in tasks if t["subset"].endswith("format.json")} == {"annotate"}
+    assert formats_of(SUITE / "draft2020-12" / "optional" / "format" / "format.json") == "assert"
+    cfg = RunConfig(mode="testsuite", tokenizer=TOKENIZER)
+    res = run_tasks(cfg, ["structgen"], tasks, tmp_path / "t.jsonl", workers=0, progress=False)
+    by = summarise("testsuite", res)["by_subset"]
+    for rel in files:
+        own = run_file(SUITE / rel, "draft2020-12", modes=("flexible",))
+        assert by[rel]["structgen"]["passed"] == own["passed"], rel
+        assert by[rel]["structgen"]["invalid_accepted"] == 0
+    assert by["draft2020-12/refRemote.json"]["structgen"]["accuracy"] == 1.0
+
+
 def test_jsonschemabench_random_model(data_dir, tmp_path, capsys):
     out = tmp_path / "gen"
     rc = bench_main(["jsonschemabench", "--data", str(data_dir), "--tokenizer", TOKENIZER, "--engines",

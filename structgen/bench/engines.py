@@ -19,7 +19,8 @@ Adapters, with the options MaskBench used so that ``json.dumps`` output (``", "`
 ========== ===================================================================================
 structgen  ``Grammar.from_json_schema(schema, whitespace=..., hygiene=...)`` + ``sg.compile`` (no
            cache; ``hygiene``: the generation restrictions, on for jsonschemabench, off where
-           instances are forced)
+           instances are forced; a schema named empty (``EmptyLanguage``) compiles to a matcher
+           that takes no token, as the suite's own runner counts it)
 llguidance ``LLMatcher.grammar_from_json_schema(schema, defaults={"whitespace_flexible": ...})``
 xgrammar   ``GrammarCompiler(max_threads=1, cache_enabled=False).compile_json_schema(schema,
            any_whitespace=..., strict_mode=False)`` (strict mode would forbid extra properties,
@@ -223,6 +224,8 @@ class StructgenEngine(Engine):
                                             registry=registry, formats=context.get("formats", "assert"))
             left = max(0.1, self.compile_limit - (time.perf_counter() - t0))
             cg = sg.compile(g, self.tok.vocab, time_limit=left, cache=False)
+        except sg.EmptyLanguage:
+            return _ConstCompiled(False)   # no instance is valid: a matcher that takes nothing is exact
         except sg.StructgenError as e:
             raise EngineRefusal(f"{type(e).__name__}: {e}") from None
         except RecursionError:
