@@ -302,6 +302,18 @@ def test_python_syntax(pattern, yes, no):
         assert not re.fullmatch(pattern, s) and not dfa.fullmatch(s.encode()), s
 
 
+def test_digit_property_is_decimal_number_in_both_syntaxes():
+    import sys
+    import unicodedata
+
+    nd = parse_regex(r"\p{Nd}", syntax="ecma")
+    assert parse_regex(r"\p{digit}", syntax="ecma") == nd
+    sample = [chr(c) for c in range(0, sys.maxunicode, 97) if not 0xD800 <= c <= 0xDFFF]
+    dfa = dfa_from_regex(r"\p{digit}", syntax="ecma")
+    for ch in sample + ["٣", "৪", "7", "½", "Ⅳ"]:
+        assert dfa.fullmatch(ch.encode()) == (unicodedata.category(ch) == "Nd"), hex(ord(ch))
+
+
 def test_angle_named_group_accepted():
     # ``(?<name>...)`` is ECMA (and Python 3.12+) syntax; accepted in both modes.
     for syntax in ("python", "ecma"):
@@ -325,6 +337,7 @@ def test_ecma_semantics():
     assert m(r"\uD83D\uDE00", "😀") and m(r"[\uD83D\uDE00-\uD83D\uDE4F]", "🙂")  # surrogate pairs
     assert m(r"\p{Lu}+", "ABÉ") and not m(r"\p{Lu}", "a") and m(r"\P{L}", "1")
     assert m(r"\p{Letter}", "中") and m(r"\p{gc=Nd}", "٣")
+    assert m(r"\p{digit}+", "৪২42") and not m(r"\p{digit}", "½") and m(r"\P{digit}", "a")  # UTS #18: Nd
     # Python-only syntax is rejected in ECMA mode.
     with pytest.raises(RegexError):
         parse_regex(r"\Z", syntax="ecma")

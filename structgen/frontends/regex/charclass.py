@@ -52,6 +52,7 @@ GC_LONG = {
     "modifier_symbol": "Sk", "other_symbol": "So", "separator": "Z", "space_separator": "Zs",
     "line_separator": "Zl", "paragraph_separator": "Zp", "other": "C", "control": "Cc",
     "format": "Cf", "surrogate": "Cs", "private_use": "Co", "unassigned": "Cn",
+    "digit": "Nd",   # UTS #18 Annex C (also the regex module's \p{digit}); the suite's ECMA patterns use it
 }
 
 
