@@ -147,6 +147,8 @@ class Grammar(TagsMixin, GrammarAlgebra):
         """
         if engine not in ("auto", "dfa", "cfg"):
             raise OptionError(f"Grammar.from_json_schema(): engine must be 'auto', 'dfa' or 'cfg', not {engine!r}")
+        if formats not in ("assert", "annotate"):
+            raise OptionError(f"Grammar.from_json_schema(): formats must be 'assert' or 'annotate', not {formats!r}")
         if "time_limit" in options:
             options["time_limit"] = check_seconds(options["time_limit"], who="Grammar.from_json_schema()")
         if check_order(property_order) == "any":
@@ -158,8 +160,6 @@ class Grammar(TagsMixin, GrammarAlgebra):
             schema = bundle_remote(call_deep(parse_json_text, schema), registry, options.get("draft"))
         if formats == "annotate":
             schema = call_deep(without_keywords, call_deep(parse_json_text, schema), ("format",))
-        elif formats != "assert":
-            raise OptionError(f"Grammar.from_json_schema(): formats must be 'assert' or 'annotate', not {formats!r}")
         engine, result, text, schema = call_deep(_schema_and_text, engine, schema, options)
         key = ("json_schema", engine, text, tuple(sorted((k, repr(v)) for k, v in options.items())))
         src = f"JSON Schema ({engine})"
