@@ -17,6 +17,7 @@ from .composition import check_specials
 from .grammar import Grammar
 from .index.slices import SliceDef, Slicing
 from .runtime.key_guard import KeyGuardMatcher
+from .runtime.unique_guard import UniqueItemsMatcher
 from .runtime.matcher import TokenDFAMatcher
 from .runtime.protocol import Matcher
 from .automaton.build import DEFAULT_MAX_MEMORY, DEFAULT_MAX_NFA_STATES, build_dfa, limit_scope
@@ -77,6 +78,10 @@ class CompiledGrammar:
         if getattr(self.grammar.report, "unique_keys", False):
             # property_order="any": the grammar is exact modulo duplicate keys; the guard rejects those
             m = KeyGuardMatcher(m, self.vocab, live_keys=getattr(self.grammar.report, "live_keys", False))
+        plan = getattr(self.grammar.report, "unique_items", None)
+        if plan is not None:
+            # uniqueItems over open item sets: the grammar is exact modulo duplicate items
+            m = UniqueItemsMatcher(m, self.vocab, plan)
         return m
 
     def __repr__(self) -> str:

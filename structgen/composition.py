@@ -197,6 +197,9 @@ class GrammarAlgebra:
         for p in parts.values():
             if getattr(p.report, "unique_keys", False):
                 raise Unsupported(f"{p.source} with property_order='any' cannot be embedded in a grammar", p.source)
+            if getattr(p.report, "unique_items", None) is not None:
+                raise Unsupported(f"{p.source}: uniqueItems over an open item set cannot be embedded in a grammar "
+                                  f"(its guard watches a whole JSON document)", p.source)
         terminals = dict(cfg.terminals)
         terminals.update({n: p.node for n, p in parts.items() if p.kind == "regular"})
         out = CFG(cfg.start, cfg.rules, terminals, list(cfg.ignore), dict(cfg.positions))
@@ -227,6 +230,9 @@ class GrammarAlgebra:
             if getattr(p.report, "unique_keys", False):
                 raise Unsupported(f"{p.source} with property_order='any' cannot be part of a composed grammar (its "
                                   f"duplicate-key guard watches a whole JSON document)", p.source)
+            if getattr(p.report, "unique_items", None) is not None:
+                raise Unsupported(f"{p.source}: uniqueItems over an open item set cannot be part of a composed "
+                                  f"grammar (its guard watches a whole JSON document)", p.source)
         specials = frozenset().union(*(p.specials for p in parts))
         sl = next((p.slicing for p in parts if p.slicing is not None), None)
         if all(p.kind == "regular" for p in parts):

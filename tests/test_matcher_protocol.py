@@ -20,6 +20,7 @@ import structgen as sg
 from structgen.decoding.autoregressive import Row, decode
 from structgen.integrations.transformers import StructgenLogitsProcessor
 from structgen.runtime.key_guard import KeyGuardMatcher
+from structgen.runtime.unique_guard import UniqueItemsMatcher
 from tests import helpers
 
 PIECES = [bytes([b]) for b in range(256)] + [
@@ -35,6 +36,12 @@ NUM: /[0-9]{1,2}/
 '''
 CLOSED = {"type": "object", "properties": {"a": {"type": "boolean"}, "b": {"enum": [1, 2]}, "c": {"type": "boolean"}},
           "required": ["a"], "additionalProperties": False}
+UNIQUE = {"type": "object", "properties": {"u": {"type": "array", "maxItems": 4, "uniqueItems": True,
+                                                "items": {"anyOf": [{"type": "string", "maxLength": 3},
+                                                                    {"type": "integer", "maximum": 99},
+                                                                    {"type": "boolean"},
+                                                                    {"type": "array", "items": {"const": 1}}]}}},
+          "required": ["u"], "additionalProperties": False}
 NAMES = {"type": "object", "properties": {"name": {"type": "integer"}, "nap": {"type": "integer"},
                                           "a": {"type": "boolean"}}, "additionalProperties": False}
 
@@ -51,6 +58,10 @@ KINDS = {
                                                          any_order_limit=1), {"nap": 2, "a": True, "name": 1}),
     "live-cfg": (lambda: sg.Grammar.from_json_schema(NAMES, engine="cfg", property_order="any",
                                                      any_order_limit=1), {"a": False, "name": 12, "nap": 1}),
+    "unique-cfg": (lambda: sg.Grammar.from_json_schema(UNIQUE, engine="cfg"), {"u": ["a", 12, [1], True]}),
+    "unique-regular": (lambda: sg.Grammar.from_json_schema(UNIQUE, engine="dfa"), {"u": [1, "na", "nap"]}),
+    "unique-guard": (lambda: sg.Grammar.from_json_schema(UNIQUE, engine="cfg", property_order="any"),
+                     {"u": ["ab", 1, 12]}),
 }
 KIND_NAMES = list(KINDS)
 EXPECTED_TYPE = {"regular": "TokenDFAMatcher", "cfg": "CFGMatcher"}
@@ -119,14 +130,20 @@ def fingerprint(m, vocab):
 def test_every_protocol_method_is_implemented(kind, tiny):
     m = compiled(kind, tiny).matcher()
     assert isinstance(m, sg.Matcher)
+    if kind.startswith("unique"):
+        assert isinstance(m, UniqueItemsMatcher)
+        m = m.inner
     if kind in EXPECTED_TYPE:
         assert type(m).__name__ == EXPECTED_TYPE[kind]
+    elif kind.startswith("unique"):
+        assert isinstance(m, KeyGuardMatcher) == (kind == "unique-guard")
     else:
         assert isinstance(m, KeyGuardMatcher)
         assert isinstance(m.inner, sg.Matcher)
         assert bool(m.live_keys) == kind.startswith("live")
         if kind.startswith("live"):
             assert isinstance(m.inner, sg.ByteStateView)
+    m = compiled(kind, tiny).matcher()
     assert not getattr(type(m), "__abstractmethods__", frozenset())
     for name in sg.Matcher.__abstractmethods__:  # each abstract method overridden for real
         assert getattr(type(m), name) is not getattr(sg.Matcher, name), name

@@ -155,7 +155,7 @@ def fits_decide_tails(compiled) -> bool:
     """Whether :func:`tail_fits` answers exactly what ``completable(..., tail_walk=False)`` does for
     trailing holes of ``compiled`` (grammars over a vocabulary spelling every byte) -- or, for
     regular constraints, exactly what ``completable`` does."""
-    guarded = getattr(getattr(compiled.grammar, "report", None), "unique_keys", False)
+    guarded = getattr(getattr(compiled.grammar, "report", None), "guarded", False)
     if guarded:
         return False
     if compiled.is_regular:
@@ -192,7 +192,7 @@ def scan(reader, canvas: Canvas, final: bool, start: int = 0, shortcuts: bool = 
 # ---------------------------------------------------------------------------------- readers
 def _reader(compiled, state, lim):
     """The point-set reader for ``compiled`` from ``state`` (None when ``state`` is terminated)."""
-    guarded = getattr(getattr(compiled.grammar, "report", None), "unique_keys", False)
+    guarded = getattr(getattr(compiled.grammar, "report", None), "guarded", False)
     if compiled.is_regular and not guarded:
         tdfa = compiled.token_dfa
         if state is None:

@@ -289,6 +289,9 @@ def token_dfa_of(compiled) -> TokenDFA:
     if getattr(report, "unique_keys", False):
         raise Unsupported("property_order='any' relies on a key guard outside the automaton; the diffusion "
                           "kernels need an exact automaton: use property_order='declared'")
+    if getattr(report, "unique_items", None) is not None:
+        raise Unsupported("uniqueItems over an open item set relies on a guard outside the automaton; the "
+                          "diffusion kernels need an exact automaton")
     return tdfa
 
 

@@ -44,7 +44,7 @@ from .checks import check_bitmask_row, check_token
 from .json_tracker import DEPTH, DUPLICATE, ESC, HDR, HIGH, KEY_STR, KLEN, MODE, NKEYS, OBJ, OK, OVERFLOW, STRUCT, \
     Tracker, feed
 from .key_liveness import LiveKeys
-from .protocol import ByteStateView, Matcher, Snapshot
+from .protocol import ByteStateView, Matcher, Snapshot, accepted_prefix
 
 
 @njit(cache=True, nogil=True)
@@ -391,16 +391,7 @@ class KeyGuardMatcher(Matcher):
     def forced_bytes(self) -> bytes:
         """The inner matcher's forced bytes, cut to the longest prefix the guard accepts (the
         guard only removes continuations, so what the grammar forces stays forced)."""
-        data = self.inner.forced_bytes()
-        lo, hi = 0, len(data)  # data[:lo] accepted; refusals are monotone in the length
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if self.advance_bytes(data[:mid]):
-                self.rollback(1)
-                lo = mid
-            else:
-                hi = mid - 1
-        return data[:lo]
+        return accepted_prefix(self, self.inner.forced_bytes())
 
     def forced_tokens(self, max_back_off: int = 4) -> list:
         """The inner matcher's forced tokens, cut before the first one the guard refuses."""

@@ -54,7 +54,7 @@ import numpy as np
 from .checks import check_tokens
 from .tokenize import allowed_token_crosses, tokenize_exact
 
-__all__ = ["Matcher", "Snapshot", "ByteStateView"]
+__all__ = ["Matcher", "Snapshot", "ByteStateView", "accepted_prefix"]
 
 
 class Snapshot:
@@ -297,6 +297,21 @@ class Matcher(ABC):
             if allowed_token_crosses(m.mask_words(), v, forced[offsets[k]:]):
                 keep = k
         return tokens[:keep]
+
+
+def accepted_prefix(matcher: "Matcher", data: bytes) -> bytes:
+    """The longest prefix of ``data`` that ``matcher.advance_bytes`` accepts from where it is, for
+    guards whose refusals are monotone in the length (a refused prefix is never extended into an
+    accepted one); the matcher is left where it was."""
+    lo, hi = 0, len(data)  # data[:lo] accepted
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if matcher.advance_bytes(data[:mid]):
+            matcher.rollback(1)
+            lo = mid
+        else:
+            hi = mid - 1
+    return data[:lo]
 
 
 def _whole_characters(data: bytes) -> bytes:

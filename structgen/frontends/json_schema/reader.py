@@ -111,16 +111,18 @@ def for_declared_draft(root):
     return without_keywords(root, LATER_KEYWORDS[d])
 
 
-def without_keywords(root, names):
+def without_keywords(root, names, keep=None):
     """``root`` with the keywords ``names`` removed from every schema object in it (sub-schemas
-    found through the applicators, not inside ``const``/``enum`` values or property names);
-    ``root`` itself when none occurs, else copies along the changed paths."""
+    found through the applicators, not inside ``const``/``enum`` values or property names) but
+    those for which ``keep(schema object)`` is true; ``root`` itself when none occurs, else copies
+    along the changed paths."""
     def walk(s):
         if not isinstance(s, dict):
             return s
         out = None
+        drop = keep is None or not keep(s)
         for k, v in s.items():
-            if k in names:
+            if k in names and drop:
                 new = _DROP
             elif k in SCHEMA_MAPS and isinstance(v, dict):
                 vals = {n: walk(x) for n, x in v.items()}

@@ -18,4 +18,10 @@ class SchemaReport:
     notes: list = field(default_factory=list)       # [str]: remarks on sound fallbacks
     unique_keys: bool = False                        # property_order="any": matchers must reject duplicate keys
     live_keys: bool = False                          # ... and keys only used ones complete (closed objects repeated)
+    unique_items: Any = None                         # a unique_items.UniquePlan: matchers must reject duplicate items
     hygiene: dict | None = None                      # generation restrictions used (see .hygiene); None: exact
+
+    @property
+    def guarded(self) -> bool:
+        """Do matchers need a runtime guard (duplicate keys or items) beside the grammar?"""
+        return bool(self.unique_keys) or self.unique_items is not None

@@ -57,6 +57,7 @@ from .reader import SchemaDocument, for_declared_draft, read_schema
 from .regular import compile_json_schema
 from .dynamic_refs import resolve_dynamic_refs
 from .unevaluated import rewrite_unevaluated
+from .unique_items import unique_plan, without_open_unique
 
 DFA_MAX_STATES = 20_000
 DFA_WORK_BUDGET = 4_000_000         # cells (see the module docstring): about 0.1 s
@@ -84,19 +85,44 @@ def _compile_with(engine, schema, dfa_max_states, dfa_work_budget, options):
         raise ValueError("engine must be 'auto', 'dfa' or 'cfg'")
     schema = resolve_dynamic_refs(for_declared_draft(parse_json_text(schema)), options.get("draft"))
     schema = rewrite_unevaluated(schema, options.get("draft"), options.get("lenient", False))
+    schema, plan = _open_unique(schema, options)
     doc = read_schema(schema, options.get("draft"))
     options = with_hygiene(options)
     if options.get("hygiene") is None:
-        return _compile_doc(engine, doc, dfa_max_states, dfa_work_budget, options)
-    try:
-        return _compile_doc(engine, doc, dfa_max_states, dfa_work_budget, options)
-    except EmptyLanguage:
-        # the restrictions leave no value: the exact language (or its own EmptyLanguage)
-        exact = {k: v for k, v in options.items() if k != "hygiene"}
-        used, report = _compile_doc(engine, doc, dfa_max_states, dfa_work_budget, exact)
-        report.notes.append("generation hygiene is off for this schema: under its restrictions (integer "
-                            "range, number digits, string cap) no value is left, so it is compiled exactly")
-        return used, report
+        used, report = _compile_doc(engine, doc, dfa_max_states, dfa_work_budget, options)
+    else:
+        try:
+            used, report = _compile_doc(engine, doc, dfa_max_states, dfa_work_budget, options)
+        except EmptyLanguage:
+            # the restrictions leave no value: the exact language (or its own EmptyLanguage)
+            exact = {k: v for k, v in options.items() if k != "hygiene"}
+            used, report = _compile_doc(engine, doc, dfa_max_states, dfa_work_budget, exact)
+            report.notes.append("generation hygiene is off for this schema: under its restrictions (integer "
+                                "range, number digits, string cap) no value is left, so it is compiled exactly")
+    report.unique_items = plan
+    return used, report
+
+
+def _open_unique(schema, options):
+    """``(schema, plan)``: where ``uniqueItems`` ranges over open item sets and a path plan exists
+    (:mod:`.unique_items`), the schema without those keywords and the plan of the guard that
+    enforces them; else ``(schema, None)`` (the compilers then take or refuse it as before)."""
+    if not _mentions_unique(schema):
+        return schema, None
+    plan = unique_plan(schema, options.get("draft"))
+    if plan is None:
+        return schema, None
+    stripped = without_open_unique(schema, int(options.get("unique_items_limit", 6)))
+    return (schema, None) if stripped is schema else (stripped, plan)
+
+
+def _mentions_unique(node) -> bool:
+    if isinstance(node, dict):
+        return node.get("uniqueItems") is True or any(
+            _mentions_unique(v) for k, v in node.items() if k not in ("enum", "const", "examples", "default"))
+    if isinstance(node, list):
+        return any(_mentions_unique(x) for x in node)
+    return False
 
 
 def _compile_doc(engine, doc, dfa_max_states, dfa_work_budget, options):

@@ -1,0 +1,249 @@
+"""``uniqueItems`` over open item sets: which arrays of an instance must hold distinct items,
+as a function of their path, for the unique-items guard (:mod:`structgen.runtime.unique_guard`).
+
+The compilers take ``uniqueItems`` exactly only when the items range over a small finite set of
+values (:mod:`.regular_arrays`).  Otherwise the array is compiled without it and the guard
+rejects duplicates at run time -- possible when *which* arrays are unique follows from the
+instance path alone: every ``uniqueItems: true`` reached from the root only through
+``properties``, ``patternProperties``, ``additionalProperties``, ``prefixItems``, ``items``
+(draft 7: its array form, ``additionalItems``), ``allOf`` and ``$ref``.  Those applicators are
+conjunctive -- every sub-schema they reach at a path applies to the value there -- so an array
+must be unique exactly when one of the sub-schemas at its path says so.  Under ``anyOf``,
+``oneOf``, ``not``, ``if`` / ``then`` / ``else``, ``contains``, ``dependentSchemas`` and the
+other conditional applicators it depends on which branch holds: such a schema keeps the
+compilers' error (:func:`unique_plan` returns None).
+
+:class:`UniquePlan` is a small deterministic automaton over instance paths: a state is the set
+of sub-schemas applying at a path; ``step(state, key_or_index)`` follows one member or item,
+``unique(state)`` says whether an array there must be unique, ``below(state)`` whether any
+deeper path may hold one.  States are built on demand and numbered from 0 (the root).
+``patternProperties`` are matched with Python's ``re`` (``re.search``, as ``jsonschema`` does).
+"""
+from __future__ import annotations
+
+import re
+
+from .reader import SchemaDocument, without_keywords
+
+__all__ = ["UniquePlan", "unique_plan", "without_open_unique"]
+
+#: applicators that apply a sub-schema to the value at the same path or to a member / item of it
+_CONJUNCTIVE = ("properties", "patternProperties", "additionalProperties", "prefixItems", "items",
+                "additionalItems", "allOf", "$ref")
+#: applicators whose sub-schemas apply conditionally (a unique array under them has no plan)
+_CONDITIONAL = ("anyOf", "oneOf", "not", "if", "then", "else", "contains", "dependentSchemas",
+                "dependencies", "propertyNames", "unevaluatedItems", "unevaluatedProperties",
+                "contentSchema")
+
+
+class UniquePlan:
+    """See the module docstring.  Built by :func:`unique_plan`."""
+
+    def __init__(self, doc: SchemaDocument):
+        self._doc = doc
+        self._draft7 = doc.draft == "draft7"
+        self._ids: dict = {}      # frozenset of id(sub-schema) -> state
+        self._nodes: list = []    # state -> tuple of (sub-schema, base URI)
+        self._unique: list = []
+        self._below: list = []
+        self._trans: dict = {}    # (state, step) -> state
+        self._hot_memo: dict = {}
+        self.root = self._state([(doc.root, doc.root_base)])
+
+    # ------------------------------------------------------------------ states
+    def _closure(self, pairs):
+        out, seen, todo = [], set(), list(pairs)
+        while todo:
+            s, base = todo.pop()
+            if not isinstance(s, dict) or id(s) in seen:
+                continue
+            seen.add(id(s))
+            base = self._doc.base(s, base)
+            if "$ref" in s and isinstance(s["$ref"], str):
+                todo.append(self._doc.resolve(s["$ref"], base, ""))
+                if self._draft7:
+                    continue  # draft 7: $ref's siblings are ignored
+            out.append((s, base))
+            for sub in s.get("allOf", ()) if isinstance(s.get("allOf"), list) else ():
+                todo.append((sub, base))
+        return out
+
+    def _state(self, pairs) -> int:
+        nodes = self._closure(pairs)
+        key = frozenset(id(s) for s, _ in nodes)
+        st = self._ids.get(key)
+        if st is None:
+            st = len(self._nodes)
+            self._ids[key] = st
+            self._nodes.append(tuple(nodes))
+            self._unique.append(any(s.get("uniqueItems") is True for s, _ in nodes))
+            self._below.append(any(self._hot_children(s, base) for s, base in nodes))
+        return st
+
+    def unique(self, state: int) -> bool:
+        return self._unique[state]
+
+    def below(self, state: int) -> bool:
+        return self._below[state]
+
+    def hot(self, state: int) -> bool:
+        return self._unique[state] or self._below[state]
+
+    def step(self, state: int, step) -> int:
+        """The state of member ``step`` (a str key) or item ``step`` (an int index)."""
+        k = (state, step)
+        nxt = self._trans.get(k)
+        if nxt is None:
+            nxt = self._state(self._children(self._nodes[state], step))
+            self._trans[k] = nxt
+        return nxt
+
+    def _children(self, nodes, step):
+        out = []
+        for s, base in nodes:
+            if isinstance(step, str):
+                matched = False
+                props = s.get("properties")
+                if isinstance(props, dict) and step in props:
+                    out.append((props[step], base))
+                    matched = True
+                pats = s.get("patternProperties")
+                if isinstance(pats, dict):
+                    for pat, sub in pats.items():
+                        if re.search(pat, step):
+                            out.append((sub, base))
+                            matched = True
+                if not matched and "additionalProperties" in s:
+                    out.append((s["additionalProperties"], base))
+            else:
+                prefix, rest = _item_schemas(s, self._draft7)
+                if step < len(prefix):
+                    out.append((prefix[step], base))
+                elif rest is not None:
+                    out.append((rest, base))
+        return out
+
+    # ------------------------------------------------------------------ reachability
+    def _hot_children(self, s, base) -> bool:
+        """Does a unique array sit at some path strictly below sub-schema ``s``?"""
+        return any(self._hot(c, b, set()) for c, b in _child_schemas(s, base, self._draft7))
+
+    def _hot(self, s, base, seen) -> bool:
+        if not isinstance(s, dict):
+            return False
+        memo = self._hot_memo.get(id(s))
+        if memo is not None:
+            return memo
+        if id(s) in seen:
+            return False
+        seen.add(id(s))
+        res = False
+        for node, b in self._closure([(s, base)]):
+            if node.get("uniqueItems") is True or any(self._hot(c, cb, seen)
+                                                     for c, cb in _child_schemas(node, b, self._draft7)):
+                res = True
+                break
+        if res:  # a False reached inside a cycle may be partial: only True is kept
+            self._hot_memo[id(s)] = res
+        return res
+
+
+def _item_schemas(s, draft7: bool):
+    """``(prefix item schemas, the schema of the items after them or None)``."""
+    items = s.get("items")
+    if isinstance(items, list):  # draft 7's array form
+        return items, s.get("additionalItems")
+    prefix = s.get("prefixItems") if not draft7 else None
+    return (prefix if isinstance(prefix, list) else []), items
+
+
+def _child_schemas(s, base, draft7: bool):
+    """The sub-schemas applying to members or items of the value ``s`` constrains."""
+    out = []
+    for kw in ("properties", "patternProperties"):
+        v = s.get(kw)
+        if isinstance(v, dict):
+            out += [(x, base) for x in v.values()]
+    if "additionalProperties" in s:
+        out.append((s["additionalProperties"], base))
+    prefix, rest = _item_schemas(s, draft7)
+    out += [(x, base) for x in prefix]
+    if rest is not None:
+        out.append((rest, base))
+    return out
+
+
+def _unique_under_conditional(doc: SchemaDocument) -> bool:
+    """Does a ``uniqueItems: true`` sit in a conditional applicator anywhere in the document?"""
+    seen = set()
+
+    def any_unique(node) -> bool:
+        if isinstance(node, list):
+            return any(any_unique(x) for x in node)
+        if not isinstance(node, dict) or id(node) in seen:
+            return False
+        seen.add(id(node))
+        if node.get("uniqueItems") is True:
+            return True
+        return any(any_unique(v) for k, v in node.items() if k not in ("enum", "const", "examples", "default"))
+
+    def walk(node) -> bool:
+        if isinstance(node, list):
+            return any(walk(x) for x in node)
+        if not isinstance(node, dict):
+            return False
+        for k, v in node.items():
+            if k in ("enum", "const", "examples", "default"):
+                continue
+            if k in _CONDITIONAL:
+                if any_unique(v):
+                    return True
+            elif walk(v):
+                return True
+        return False
+
+    return walk(doc.root)
+
+
+def unique_plan(root, draft: str | None = None) -> UniquePlan | None:
+    """The plan of ``root``'s unique arrays, or None when one depends on a branch (see the module
+    docstring) or the root has none.  A ``$ref`` that points into a conditional applicator counts
+    as conditional too (the scan does not follow references' targets' parents)."""
+    doc = SchemaDocument(root, draft)
+    if _unique_under_conditional(doc):
+        return None
+    plan = UniquePlan(doc)
+    return plan if plan.hot(plan.root) else None
+
+
+def without_open_unique(root, limit: int):
+    """``root`` without ``uniqueItems`` (the guard enforces it), except where the items range over
+    at most ``limit`` values of ``const`` / ``enum`` / boolean / null schemas (the compilers'
+    ``unique_items_limit``): there their exact construction keeps the array's length bounds and its
+    liveness exact."""
+    def keep(s) -> bool:
+        if isinstance(s.get("items"), list):
+            prefix, rest = _item_schemas(s, True)
+        else:
+            prefix, rest = _item_schemas(s, False)
+        counts = [_count(x) for x in list(prefix) + [rest]]
+        return all(c is not None for c in counts) and sum(counts) <= limit
+
+    return without_keywords(root, ("uniqueItems",), keep=keep)
+
+
+def _count(s):
+    """How many values schema ``s`` allows when it is a const / enum / boolean / null schema."""
+    if s is False:
+        return 0
+    if not isinstance(s, dict) or "$ref" in s:
+        return None
+    if "const" in s:
+        return 1
+    if "enum" in s and isinstance(s["enum"], list):
+        return len(s["enum"])
+    t = s.get("type")
+    ts = t if isinstance(t, list) else [t]
+    if ts and all(x in ("boolean", "null") for x in ts):
+        return (2 if "boolean" in ts else 0) + (1 if "null" in ts else 0)
+    return None

@@ -1,0 +1,330 @@
+"""uniqueItems over open item sets (structgen.runtime.unique_guard, frontends/json_schema/unique_items).
+
+Oracles: ``jsonschema`` on every complete instance (duplicates spelled differently: ``1`` / ``1.0`` /
+``10e-1``, escaped strings, reordered keys), ``advance`` on every token of a tiny vocabulary at every
+prefix (the mask equals what advance takes), and sampling under the mask, every sample validated and
+no dead end met.  Schemas are drawn by hypothesis: unique arrays at the root, inside properties,
+inside items, through ``$ref`` and ``allOf``, over strings, numbers, objects, arrays and any value.
+"""
+from __future__ import annotations
+
+import json
+import random
+
+import jsonschema
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import structgen as sg
+from structgen.errors import Unsupported
+from structgen.frontends.json_schema.reader import without_keywords
+from structgen.runtime.unique_guard import UniqueItemsMatcher
+from structgen.vocab import Vocabulary
+from tests.helpers import brute_mask_check
+
+_MULTI = [b'[1,1', b'1,1', b'"a"', b'true', b'},{', b'],[', b'1.0', b'e0', b'"a","a"', b'null,', b'{"a":1}',
+          b',"b"', b'0]', b'[]', b'[[', b'"}', b'\\u0061', b'[1,1,', b'[true,true']
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    toks = [bytes([i]) for i in range(128)] + _MULTI
+    return Vocabulary.from_bytes(toks + [b"</s>"], eos_ids=[len(toks)], special_ids=[len(toks)])
+
+
+def _compile(schema, vocab, **opts):
+    return sg.compile(sg.Grammar.from_json_schema(schema, **opts), vocab, cache=False)
+
+
+def _ids(vocab, text: bytes):
+    """``text`` as single-byte tokens of the tiny vocabulary."""
+    return list(text)
+
+
+def _accepts(cg, vocab, text: bytes) -> bool:
+    m = cg.matcher()
+    return m.advance_many(_ids(vocab, text)) == len(text) and m.is_accepting()
+
+
+# ----------------------------------------------------------------------------- spellings
+def _spell(v, rng) -> str:
+    """A random JSON spelling of value ``v`` (numbers in several forms, strings with escapes,
+    objects in a random key order)."""
+    if v is None or isinstance(v, bool):
+        return json.dumps(v)
+    if isinstance(v, int) and v == 0:
+        return rng.choice(["0", "0.0", "-0", "0e5", "-0.00E-2"])
+    if isinstance(v, int):
+        return rng.choice([str(v), f"{v}.0", f"{v}0e-1", f"{v}E0", f"{v}.00e+0"])
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, str):
+        return '"' + "".join(f"\\u{ord(c):04x}" if rng.random() < 0.3 else
+                             json.dumps(c)[1:-1] for c in v) + '"'
+    if isinstance(v, list):
+        return "[" + ",".join(_spell(x, rng) for x in v) + "]"
+    keys = list(v)
+    rng.shuffle(keys)
+    return "{" + ",".join(json.dumps(k) + ":" + _spell(v[k], rng) for k in keys) + "}"
+
+
+_leaf = st.one_of(st.none(), st.booleans(), st.integers(-3, 12), st.text("ab", max_size=2))
+_value = st.recursive(_leaf, lambda c: st.one_of(st.lists(c, max_size=3),
+                                                 st.dictionaries(st.sampled_from("ab"), c, max_size=2)),
+                      max_leaves=5)
+
+
+def test_canonical_equality_of_spellings(tiny):
+    """Duplicates in other spellings are caught; distinct values that look alike are not."""
+    cg = _compile({"type": "array", "uniqueItems": True}, tiny)
+    assert isinstance(cg.matcher(), UniqueItemsMatcher)
+    cases = {b'[1,1.0]': False, b'[1,10e-1]': False, b'[0,-0.0]': False, b'[0.05,5e-2]': False,
+             b'[105,1.05e2]': False, b'[105,1.5e2]': True, b'[100,1e2]': False, b'[1,10]': True,
+             b'[0.1,1]': True, b'["a","\\u0061"]': False, b'["\\ud83d\\ude00","\xf0\x9f\x98\x80"]': False,
+             b'[{"a":1,"b":[2]},{"b":[2.0],"a":1}]': False, b'[{"a":1},{"a":1,"b":1}]': True,
+             b'[[1,2],[2,1]]': True, b'[true,1]': True, b'[false,0]': True, b'[null,false]': True,
+             b'[true,true]': False, b'[[],{}]': True, b'[[],[]]': False, b'[{},{}]': False, b'["",""]': False,
+             b'[1e400,1e400]': False, b'[1e400,1e401]': True}
+    for text, valid in cases.items():
+        assert _accepts(cg, tiny, text) == valid, text
+        if not text.startswith(b'[1e4'):  # Python's json reads both as inf
+            assert jsonschema.Draft202012Validator({"uniqueItems": True}).is_valid(json.loads(text)) == valid, text
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(_value, min_size=1, max_size=4), st.integers(0, 2 ** 31), st.booleans())
+def test_random_arrays_against_jsonschema(tiny_vocab, values, seed, dup):
+    rng = random.Random(seed)
+    if dup:
+        values = values + [rng.choice(values)]
+        rng.shuffle(values)
+    text = ("[" + ",".join(_spell(v, rng) for v in values) + "]").encode()
+    want = jsonschema.Draft202012Validator({"uniqueItems": True}).is_valid(json.loads(text))
+    assert _accepts(tiny_vocab["any"], tiny_vocab["vocab"], text) == want, text
+
+
+@pytest.fixture(scope="module")
+def tiny_vocab(tiny):
+    return {"vocab": tiny, "any": _compile({"type": "array", "uniqueItems": True}, tiny)}
+
+
+# ----------------------------------------------------------------------------- schemas
+_items = st.sampled_from([
+    {"type": "string"}, {"type": "integer"}, {"type": "number"}, {},
+    {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+    {"type": "array", "items": {"type": "integer"}},
+    {"enum": [1, 2, 3, 4, 5, 6, 7, "a"]},
+])
+
+
+@st.composite
+def _schemas(draw):
+    items = draw(_items)
+    unique = {"type": "array", "items": items, "uniqueItems": True}
+    if draw(st.booleans()):
+        unique["maxItems"] = draw(st.integers(1, 4))
+    shape = draw(st.sampled_from(["root", "property", "nested", "ref", "allOf", "prefix"]))
+    if shape == "root":
+        return unique
+    if shape == "property":
+        return {"type": "object", "properties": {"u": unique, "v": {"type": "array", "items": items}},
+                "required": ["u"]}
+    if shape == "nested":  # arrays of objects holding unique arrays, themselves not unique
+        return {"type": "array", "items": {"type": "object", "properties": {"u": unique}, "required": ["u"]}}
+    if shape == "ref":
+        return {"$defs": {"u": unique}, "type": "object", "properties": {"x": {"$ref": "#/$defs/u"}},
+                "additionalProperties": {"type": "array", "items": items}}
+    if shape == "allOf":
+        return {"allOf": [{"type": "array", "items": items}, {"uniqueItems": True}]}
+    return {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "integer"}], "uniqueItems": True}
+
+
+def _instances(schema, rng, n=12):
+    """Candidate instances of ``schema``'s shape, valid or not (duplicates in other spellings)."""
+    def leaf(items):
+        t = items.get("type")
+        if "enum" in items:
+            return rng.choice(items["enum"])
+        if t == "string":
+            return rng.choice(["", "a", "b", "ab"])
+        if t in ("integer", "number"):
+            return rng.choice([0, 1, 2, 10])
+        if t == "object":
+            return rng.choice([{}, {"a": 1}, {"a": 2}])
+        if t == "array":
+            return rng.choice([[], [1], [1, 2], [2, 1]])
+        return rng.choice([None, True, 1, "a", [1], {"a": 1}])
+
+    def arr(items, k):
+        vals = [leaf(items) for _ in range(k)]
+        return vals
+
+    out = []
+    for _ in range(n):
+        k = rng.randint(0, 4)
+        if "prefixItems" in schema:
+            v = [rng.choice([0, 1, 2]) for _ in range(k)]
+        elif "allOf" in schema:
+            v = arr(schema["allOf"][0]["items"], k)
+        elif schema.get("type") == "array" and "uniqueItems" in schema:
+            v = arr(schema["items"], k)
+        elif schema.get("type") == "array":
+            items = schema["items"]["properties"]["u"]["items"]
+            v = [{"u": arr(items, rng.randint(0, 3))} for _ in range(rng.randint(0, 2))]
+        elif "$defs" in schema:
+            items = schema["$defs"]["u"]["items"]
+            v = {"x": arr(items, k), "y": arr(items, rng.randint(0, 3))}
+        else:
+            items = schema["properties"]["u"]["items"]
+            v = {"u": arr(items, k), "v": arr(items, rng.randint(0, 3))}
+        out.append(v)
+    return out
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_schemas(), st.integers(0, 2 ** 31))
+def test_schemas_against_jsonschema_and_masks_against_advance(tiny, schema, seed):
+    """Every candidate instance is accepted exactly when jsonschema says it is valid; along every
+    accepted prefix of the first few, the mask equals what advance takes (brute force over the
+    tiny vocabulary)."""
+    rng = random.Random(seed)
+    cg = _compile(schema, tiny, property_order="any")  # instances spell members in any order
+    # the grammar without uniqueItems: what the guard adds is judged on the texts it accepts
+    # (the exact integer language has no exponent forms: ``20e-1`` is not taken for 2)
+    base = _compile(without_keywords(schema, ("uniqueItems",)), tiny, property_order="any")
+    assert base.grammar.report.unique_items is None
+    validator = jsonschema.Draft202012Validator(schema)
+    checked = 0
+    for value in _instances(schema, rng):
+        text = _spell(value, rng).encode()
+        want = _accepts(base, tiny, text) and validator.is_valid(json.loads(text))
+        assert _accepts(cg, tiny, text) == want, (schema, text)
+        if checked < 2:
+            checked += 1
+            m = cg.matcher()
+            for t in _ids(tiny, text):
+                brute_mask_check(m, tiny)
+                if not m.advance(t):
+                    break
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_schemas(), st.integers(0, 2 ** 31))
+def test_sampling_is_valid_and_never_dead_ends(tiny, schema, seed):
+    """Random-logit sampling under the mask: every finished sample validates, no mask is empty
+    (open item sets)."""
+    if "enum" in json.dumps(schema):
+        return  # a finite item set past unique_items_limit can run out of distinct values (stated)
+    rng = np.random.default_rng(seed)
+    cg = _compile(schema, tiny)
+    validator = jsonschema.Draft202012Validator(schema)
+    bias = np.zeros(tiny.logits_width)
+    for b in b']}",':
+        bias[b] = 2.5
+    bias[ord("\\")] = -4
+    bias[tiny.eos_ids[0]] = 6
+    for _ in range(3):
+        m = cg.matcher()
+        out = []
+        for _ in range(400):
+            allowed = m.allowed_tokens()
+            assert allowed.size, f"dead end after {bytes(tiny.decode(out))!r} for {schema}"
+            logits = rng.standard_normal(allowed.size) + bias[allowed]
+            p = np.exp(logits - logits.max())
+            t = int(rng.choice(allowed, p=p / p.sum()))
+            assert m.advance(t)
+            if m.is_terminated():
+                text = tiny.decode(out)
+                assert validator.is_valid(json.loads(text)), (schema, text)
+                break
+            out.append(t)
+
+
+def test_multi_item_tokens_are_masked_exactly(tiny):
+    """Tokens that complete several items at once (``1,1``, ``"a","a"``, ``[1,1`` opening a unique
+    array the plan has not placed yet) are cleared exactly when advance refuses them."""
+    schema = {"type": "object", "properties": {"u": {"type": "array", "uniqueItems": True}},
+              "additionalProperties": {"type": "array"}}
+    cg = _compile(schema, tiny)
+    tok = {bytes(tiny.decode([i])): i for i in range(tiny.size) if tiny.is_normal[i]}
+    for prefix, token, ok in [(b'{"u":', b'[1,1,', False), (b'{"w":', b'[1,1,', True), (b'{"u":', b'[1,1', True),
+                              (b'{"u":', b'[true,true', False), (b'{"w":', b'[true,true', True),
+                              (b'{"u":[', b'1,1', True), (b'{"u":[1,', b'1,1', False),
+                              (b'{"u":["b",', b'"a","a"', False), (b'{"u":[', b'"a","a"', False),
+                              (b'{"v":[', b'"a","a"', True), (b'{"u":["a",', b'"a"', False),
+                              (b'{"u":[[2],[0', b'],[', True), (b'{"u":[[0],[0', b'],[', False),
+                              (b'{"u":[null,', b'null,', False), (b'{"u":["\\u0061",', b'"a"', False)]:
+        m = cg.matcher()
+        assert m.advance_many(list(prefix)) == len(prefix), prefix
+        t = tok[token]
+        allowed = set(m.allowed_tokens().tolist())
+        assert (t in allowed) == ok, (prefix, token)
+        brute_mask_check(m, tiny)
+
+
+def test_rollback_fork_restore_are_exact(tiny):
+    cg = _compile({"type": "array", "items": {"type": "string"}, "uniqueItems": True}, tiny)
+    m = cg.matcher()
+    assert m.advance_bytes(b'["a",') and m.advance_bytes(b'"b",')
+    snap = m.snapshot()
+    f = m.fork()
+    assert not m.advance_bytes(b'"a"') and m.advance_bytes(b'"c"')
+    m.rollback(1)
+    assert not m.advance_bytes(b'"a"') and m.advance_bytes(b'"d",')
+    assert not f.advance_bytes(b'"a"') and f.advance_bytes(b'"d"]')
+    m.rollback(2)  # below the snapshot: back at '["a",'
+    assert not m.advance_bytes(b'"a"') and m.advance_bytes(b'"b",')
+    m.restore(snap)  # on another branch: the item pool is replayed
+    g = cg.matcher()
+    assert g.advance_bytes(b'["a","b",')
+    assert set(m.allowed_tokens().tolist()) == set(g.allowed_tokens().tolist())
+    assert not m.advance_bytes(b'"b"') and m.advance_bytes(b'"e"]') and m.is_accepting()
+    m.reset()
+    assert m.advance_bytes(b'["a","a"') is False
+
+
+def test_the_plan_refuses_branch_dependent_uniqueness():
+    """Under anyOf the arrays that must be unique depend on the branch: the compilers' error stays."""
+    with pytest.raises(Unsupported, match="uniqueItems"):
+        sg.Grammar.from_json_schema({"anyOf": [{"type": "array", "uniqueItems": True}, {"type": "string"}]})
+    g = sg.Grammar.from_json_schema({"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": True})
+    assert g.report.unique_items is None  # a small finite item set: compiled exactly, no guard
+
+
+def test_llama3_samples_validate():
+    from tests.helpers import load_vocab
+
+    vocab = load_vocab("llama3")
+    schema = {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string", "maxLength": 8},
+                                                        "minItems": 3, "maxItems": 6, "uniqueItems": True},
+                                               "ids": {"type": "array", "items": {"type": "integer", "minimum": 1},
+                                                       "uniqueItems": True, "minItems": 2}},
+              "required": ["tags", "ids"], "additionalProperties": False}
+    cg = _compile(schema, vocab, hygiene=True)  # as generate() compiles it
+    rng = np.random.default_rng(1)
+    bias = np.zeros(vocab.logits_width)
+    for t in range(vocab.size):
+        b = bytes(vocab.decode([t]))
+        if b.startswith((b'"', b",")) or b[:1].isdigit():
+            bias[t] = 3
+    bias[vocab.eos_ids] = 8
+    validator = jsonschema.Draft202012Validator(schema)
+    done = 0
+    for _ in range(8):
+        m = cg.matcher()
+        out = []
+        for _ in range(120):
+            allowed = m.allowed_tokens()
+            assert allowed.size
+            logits = rng.standard_normal(allowed.size) + bias[allowed]
+            p = np.exp(logits - logits.max())
+            t = int(rng.choice(allowed, p=p / p.sum()))
+            assert m.advance(t)
+            if m.is_terminated():
+                assert validator.is_valid(json.loads(vocab.decode(out))), vocab.decode(out)
+                done += 1
+                break
+            out.append(t)
+    assert done >= 4
