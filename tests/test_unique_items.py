@@ -116,6 +116,7 @@ _items = st.sampled_from([
     {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
     {"type": "array", "items": {"type": "integer"}},
     {"enum": [1, 2, 3, 4, 5, 6, 7, "a"]},
+    {"type": "string", "maxLength": 1}, {"type": "integer", "minimum": 0, "maximum": 40},
 ])
 
 
@@ -148,9 +149,9 @@ def _instances(schema, rng, n=12):
         if "enum" in items:
             return rng.choice(items["enum"])
         if t == "string":
-            return rng.choice(["", "a", "b", "ab"])
+            return rng.choice(["", "a", "b"] + ([] if "maxLength" in items else ["ab"]))
         if t in ("integer", "number"):
-            return rng.choice([0, 1, 2, 10])
+            return rng.choice([0, 1, 2, 10, 4, 40])
         if t == "object":
             return rng.choice([{}, {"a": 1}, {"a": 2}])
         if t == "array":
@@ -285,10 +286,41 @@ def test_rollback_fork_restore_are_exact(tiny):
     assert m.advance_bytes(b'["a","a"') is False
 
 
+def test_items_doomed_to_repeat_are_not_started(tiny):
+    """Bounded item languages: a started item whose every completion is an earlier item is refused
+    (a depth-first search under the inner masks proves it), in the mask and in advance alike."""
+    ints = _compile({"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 99}, "uniqueItems": True},
+                    tiny, hygiene=True)
+    m = ints.matcher()
+    assert m.advance_many(list(b"[75,0,7")) == 7
+    allowed = set(m.allowed_tokens().tolist())
+    assert ord("5") not in allowed and ord("6") in allowed and ord(",") in allowed  # 75 is taken, 76 is not
+    brute_mask_check(m, tiny)
+    assert not m.advance(ord("5"))
+    m.rollback(1)  # back to '[75,0,'
+    assert ord("-") not in set(m.allowed_tokens().tolist())  # '-0' can only be 0 again
+    brute_mask_check(m, tiny)
+    one = _compile({"type": "array", "items": {"type": "string", "maxLength": 1}, "uniqueItems": True}, tiny)
+    m = one.matcher()
+    assert m.advance_many(list(b'["a","')) == 6
+    allowed = set(m.allowed_tokens().tolist())
+    assert ord("a") not in allowed and ord("b") in allowed and ord("\\") in allowed  # \\u0062 is fine
+    brute_mask_check(m, tiny)
+    # an item spelled otherwise than the earlier one ('"\\u0061' after '"a"') is not searched: stated limit
+    # open item sets need no search: their frames do not run it
+    free = _compile({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, tiny)
+    m = free.matcher()
+    assert m.advance_many(list(b"[75,75")) == 6 and ord("0") in set(m.allowed_tokens().tolist())
+
+
 def test_the_plan_refuses_branch_dependent_uniqueness():
     """Under anyOf the arrays that must be unique depend on the branch: the compilers' error stays."""
     with pytest.raises(Unsupported, match="uniqueItems"):
         sg.Grammar.from_json_schema({"anyOf": [{"type": "array", "uniqueItems": True}, {"type": "string"}]})
+    via_ref = {"$defs": {"u": {"type": "array", "uniqueItems": True}},
+               "anyOf": [{"$ref": "#/$defs/u"}, {"type": "string"}]}
+    with pytest.raises(Unsupported, match="uniqueItems"):
+        sg.Grammar.from_json_schema(via_ref)
     g = sg.Grammar.from_json_schema({"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": True})
     assert g.report.unique_items is None  # a small finite item set: compiled exactly, no guard
 
@@ -297,9 +329,10 @@ def test_llama3_samples_validate():
     from tests.helpers import load_vocab
 
     vocab = load_vocab("llama3")
-    schema = {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string", "maxLength": 8},
+    schema = {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string", "maxLength": 3},
                                                         "minItems": 3, "maxItems": 6, "uniqueItems": True},
-                                               "ids": {"type": "array", "items": {"type": "integer", "minimum": 1},
+                                               "ids": {"type": "array",
+                                                       "items": {"type": "integer", "minimum": 0, "maximum": 99},
                                                        "uniqueItems": True, "minItems": 2}},
               "required": ["tags", "ids"], "additionalProperties": False}
     cg = _compile(schema, vocab, hygiene=True)  # as generate() compiles it

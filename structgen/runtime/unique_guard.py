@@ -24,13 +24,18 @@ Mask bit <=> ``advance`` holds: both run the same kernel from the same state.  `
 history tree, the accepted bytes kept for key decoding, the item pool replayed when a restore
 crosses to another branch).
 
+Liveness: in arrays whose items are *bounded* (the plan says which: a ``maxLength`` string, a
+closed integer range...; with open item sets every started item has other completions), a token
+after which the item so far spells the start of an earlier item (:func:`~.value_tracker.open_item_echoes`)
+is refused when :meth:`UniqueItemsMatcher.item_can_end` proves that every ending of the item is a
+duplicate (a depth-first search over single bytes under the inner masks, ``LIVENESS_BUDGET`` mask
+queries at most; a search cut short leaves the token allowed).  The same check runs in ``advance``.
+
 Limits, stated: equality is decided on the 128-bit hashes (two distinct values collide with
-probability about 2^-128 per pair); an item whose every completion is a duplicate is refused
-only when it is complete (or, for literals, started) -- with open item sets (strings, numbers,
-objects without bounds) every started item has other completions, but a bounded one (a
-one-character string, a closed integer range) can be started and then only close as a
-duplicate, and an array whose ``minItems`` asks for more distinct items than exist is not
-detected.  The inner matcher is trusted for well-formedness (a JSON grammar).
+probability about 2^-128 per pair); the liveness candidates are found by spelling, so an item
+started in another spelling than the earlier one (``"\\u0061`` after ``"a"``) is not searched;
+an array whose ``minItems`` asks for more distinct items than exist is not detected.  The inner
+matcher is trusted for well-formedness (a JSON grammar).
 """
 from __future__ import annotations
 
@@ -43,21 +48,31 @@ from . import history as hist
 from .batch import write_row
 from .checks import check_bitmask_row, check_token
 from .protocol import Matcher, Snapshot, accepted_prefix
-from .value_tracker import (ARR, BELOW, COUNT, DEPTH, EVT, HDR, HIT, KEND, KIND, KSTART, MODE, NEED, NO, OBJ,
-                            OK, OVERFLOW, POS, PST, RB, UNIQ, UNKNOWN, UNSURE, VSTR, KSTR, YES, ValueTracker,
-                            feed)
+from .value_tracker import (ARR, BELOW, COUNT, DEPTH, EVT, HDR, HEAD, HIT, ISTART, KEND, KIND, KSTART, KSTR, LIVE,
+                            MODE, NEED, NO, OBJ, OK, OVERFLOW, POS, PST, RB, UNIQ, UNSURE, VSTR, YES, ValueTracker,
+                            feed, open_item_echoes)
 
 __all__ = ["UniqueItemsMatcher"]
 
 
 @njit(cache=True, nogil=True)
 def clear_duplicates(words, normal, qcount, in_string, tdata, toff, hdr, frames, ip_h1, ip_h2, ip_lo, ip_hi,
-                     ip_prev, shdr, sframes, unsure):
+                     ip_prev, hist, shdr, sframes, unsure, echoes):
     """Clear from ``words`` every allowed token that completes a duplicate item from the state
-    ``hdr/frames``; tokens the kernel cannot decide (UNSURE) go to ``unsure``.  Returns how many
-    went there, or -1 on OVERFLOW."""
+    ``hdr/frames`` (stream so far: ``hist[:hdr[POS]]``).  Tokens the kernel cannot decide (UNSURE)
+    go to ``unsure``, those after which an item in progress echoes an earlier one
+    (:func:`~.value_tracker.open_item_echoes`, the liveness candidates) to ``echoes``.  Returns
+    ``(len unsure, len echoes)`` (counts past the buffers' sizes: run again with larger ones), or
+    ``(-1, -1)`` on OVERFLOW."""
     depth = hdr[DEPTH]
+    base = hdr[POS]
     nu = 0
+    ne = 0
+    # an item in progress that echoes no earlier item cannot be made to by extending it
+    pre_echo = open_item_echoes(hdr, frames, ip_h1, ip_lo, ip_hi, ip_prev, hist, base, tdata, 0)
+    uf = depth - 1
+    while uf >= 0 and frames[uf, UNIQ] != YES:
+        uf -= 1
     for w in range(words.shape[0]):
         x = np.uint32(words[w])
         while x:
@@ -68,7 +83,16 @@ def clear_duplicates(words, normal, qcount, in_string, tdata, toff, hdr, frames,
             while v > np.uint32(1):
                 v >>= np.uint32(1)
                 t += 1
-            if t >= normal.shape[0] or not normal[t] or (in_string and qcount[t] == 0):
+            if t >= normal.shape[0] or not normal[t]:
+                continue
+            if in_string and qcount[t] == 0:
+                # inside a string and no quote: the token only extends the item in progress, an echo
+                # when its bytes continue an earlier item's
+                if pre_echo and _extends_echo(frames, uf, base, ip_lo, ip_hi, ip_prev, hist, tdata, toff[t],
+                                              toff[t + 1]):
+                    if ne < echoes.shape[0]:
+                        echoes[ne] = t
+                    ne += 1
                 continue
             for j in range(HDR):
                 shdr[j] = hdr[j]
@@ -83,15 +107,47 @@ def clear_duplicates(words, normal, qcount, in_string, tdata, toff, hdr, frames,
                     unsure[nu] = t
                 nu += 1
             elif st == OVERFLOW:
-                return -1
-    return nu
+                return -1, -1
+            elif open_item_echoes(shdr, sframes, ip_h1, ip_lo, ip_hi, ip_prev, hist, base, tdata, toff[t]):
+                if ne < echoes.shape[0]:
+                    echoes[ne] = t
+                ne += 1
+    return nu, ne
+
+
+@njit(cache=True, nogil=True)
+def _extends_echo(frames, f, base, ip_lo, ip_hi, ip_prev, hist, tdata, lo, hi):
+    """Do the item so far (``hist[ISTART:base]``) and then ``tdata[lo:hi]`` spell a prefix of an
+    earlier item of unique array ``f``?"""
+    start = frames[f, ISTART]
+    n0 = base - start
+    n = n0 + hi - lo
+    e = frames[f, HEAD]
+    while e >= 0:
+        a = ip_lo[e]
+        if ip_hi[e] - a >= n:
+            same = True
+            for i in range(n0):
+                if hist[a + i] != hist[start + i]:
+                    same = False
+                    break
+            if same:
+                for i in range(hi - lo):
+                    if hist[a + n0 + i] != tdata[lo + i]:
+                        same = False
+                        break
+            if same:
+                return True
+        e = ip_prev[e]
+    return False
 
 
 _TABLES: dict = {}
 
 
-def _quote_counts(vocab):
-    """Per token id, its number of ``"`` bytes (cached per vocabulary)."""
+def _tables(vocab):
+    """Per vocabulary (cached): each token's number of ``"`` bytes, and for each byte the id of a
+    token spelling exactly that byte (-1: none)."""
     key = (id(vocab), vocab.fingerprint)
     hit = _TABLES.get(key)
     if hit is not None and hit[0] is vocab:
@@ -100,10 +156,23 @@ def _quote_counts(vocab):
     data = np.asarray(vocab.token_data)
     cs = np.concatenate([[0], np.cumsum(data == 0x22, dtype=np.int64)])
     counts = (cs[off[1:]] - cs[off[:-1]]).astype(np.int32)
+    single = np.full(256, -1, np.int64)
+    normal = np.asarray(vocab.is_normal, bool)
+    ones = np.flatnonzero((off[1:] - off[:-1] == 1) & normal[:off.shape[0] - 1])
+    for t in ones[::-1].tolist():
+        single[data[off[t]]] = t
     if len(_TABLES) > 16:
         _TABLES.clear()
-    _TABLES[key] = (vocab, counts)
-    return counts
+    _TABLES[key] = (vocab, (counts, single))
+    return counts, single
+
+
+#: the order the liveness search tries bytes in: what ends a value first, whitespace last
+_BYTE_ORDER = np.array(sorted(range(256), key=lambda b: (0 if b in b'"]},' else 2 if b in b' \t\n\r' else 1, b)),
+                       np.int64)
+_ENDERS = tuple(b'"],} ')
+#: mask queries one liveness search may make before it gives up (and the token stays allowed)
+LIVENESS_BUDGET = 48
 
 
 class UniqueItemsMatcher(Matcher):
@@ -117,11 +186,12 @@ class UniqueItemsMatcher(Matcher):
     step.
     """
 
-    def __init__(self, inner: Matcher, vocab, plan, *, _fork_of=None):
+    def __init__(self, inner: Matcher, vocab, plan, *, live: bool = True, _fork_of=None):
         self.inner = inner
+        self.live = bool(live)  # the liveness check (off in the forks its own search uses)
         self._vocab = vocab
         self.plan = plan
-        self._qcount = _quote_counts(vocab)
+        self._qcount, self._single = _tables(vocab)
         self._normal = np.asarray(vocab.is_normal, np.bool_)
         self._tdata = vocab.token_data
         self._toff = vocab.token_offsets
@@ -181,6 +251,7 @@ class UniqueItemsMatcher(Matcher):
         f[d, PST] = state
         f[d, UNIQ] = YES if f[d, KIND] == ARR and plan.unique(state) else NO
         f[d, BELOW] = 1 if plan.below(state) else 0
+        f[d, LIVE] = 1 if f[d, UNIQ] == YES and plan.bounded(state) else 0
 
     def _try(self, data: np.ndarray) -> bool:
         """Feed ``data`` from the current step's state: True (tracker advanced) or False (a
@@ -203,7 +274,7 @@ class UniqueItemsMatcher(Matcher):
         self._start()
 
     def fork(self) -> "UniqueItemsMatcher":
-        return UniqueItemsMatcher(self.inner.fork(), self._vocab, self.plan, _fork_of=self)
+        return UniqueItemsMatcher(self.inner.fork(), self._vocab, self.plan, live=self.live, _fork_of=self)
 
     def rollback(self, n: int = 1) -> None:
         if n < 0 or n > self._node.depth:
@@ -263,12 +334,80 @@ class UniqueItemsMatcher(Matcher):
     def _commit(self, data) -> bool:
         """The inner matcher took ``data`` (so the tracker sees well-formed JSON only): keep the
         step if no item it completes is a duplicate, else undo the inner step."""
-        if not self._try(data):
+        base = int(self._tr.hdr[POS])
+        if not self._try(data) or (self.live and self._doomed(data, base)):
+            self._tr.restore(self._node.state)
             self.inner.rollback(1)
             return False
         self._bytes += data.tobytes()
         self._node = self._node.child(self._tr.save(), data)
         return True
+
+    # ------------------------------------------------------------------ liveness
+    def _hist(self) -> np.ndarray:
+        return np.frombuffer(bytes(self._bytes), np.uint8)
+
+    def _doomed(self, data: np.ndarray, base: int) -> bool:
+        """After ``data`` (fed to the tracker, the inner matcher advanced): is the item in progress
+        an echo of an earlier one (:func:`~.value_tracker.open_item_echoes`) that every
+        continuation ends as a duplicate?"""
+        tr = self._tr
+        if not open_item_echoes(tr.hdr, tr.frames, tr.ip_h1, tr.ip_lo, tr.ip_hi, tr.ip_prev, self._hist(), base,
+                                data, 0):
+            return False
+        probe = UniqueItemsMatcher(self.inner.fork(), self._vocab, self.plan, live=False, _fork_of=self)
+        probe._bytes += data.tobytes()
+        probe._node = self._node.child(tr.save(), data)  # the probe stands after the token
+        return not probe.item_can_end()
+
+    def item_can_end(self, budget: int = LIVENESS_BUDGET) -> bool:
+        """Can the item in progress of the innermost unique array end without being a duplicate?
+        A depth-first search over single bytes under the inner matcher's masks (the bytes that end
+        a value first; a byte without a one-byte token is tried with ``advance_bytes``); True when
+        it finds such an ending and also when the search is cut (``budget`` mask queries spent):
+        only a proven dead item is refused."""
+        tr = self._tr
+        d = int(tr.hdr[DEPTH])
+        f = d - 1
+        while f >= 0 and tr.frames[f, UNIQ] != YES:
+            f -= 1
+        if f < 0:
+            return True
+        count = int(tr.frames[f, COUNT])
+        left = [budget]
+
+        def ended() -> bool:
+            return int(self._tr.hdr[DEPTH]) <= f or int(self._tr.frames[f, COUNT]) > count
+
+        def search() -> bool | None:
+            for b in _ENDERS:  # the quick way out: end the value now
+                t = int(self._single[b])
+                if self.advance(t) if t >= 0 else self.advance_bytes(bytes([b])):
+                    done = ended()
+                    self.rollback(1)
+                    if done:
+                        return True
+            if left[0] <= 0:
+                return None
+            left[0] -= 1
+            words = self.inner.mask_words()
+            for b in _BYTE_ORDER.tolist():
+                t = int(self._single[b])
+                if t >= 0:
+                    if not (int(words[t >> 5]) >> (t & 31)) & 1 or not self.advance(t):
+                        continue
+                elif not self.advance_bytes(bytes([b])):  # no one-byte token: ask with the byte
+                    continue
+                r = True if ended() else search()
+                self.rollback(1)
+                if r is None:
+                    return None
+                if r:
+                    return True
+            return False
+
+        return search() is not False
+
 
     # ------------------------------------------------------------------ masks
     def _guarded(self) -> bool:
@@ -283,31 +422,37 @@ class UniqueItemsMatcher(Matcher):
     def _clear(self, words) -> None:
         tr = self._tr
         if self._scratch is None or self._scratch[1].shape[0] < tr.frames.shape[0]:
-            self._scratch = (np.zeros(HDR, np.int64), np.zeros_like(tr.frames), np.zeros(64, np.int64))
-        shdr, sframes, unsure = self._scratch
+            self._scratch = (np.zeros(HDR, np.int64), np.zeros_like(tr.frames), np.zeros(64, np.int64),
+                             np.zeros(256, np.int64))
         in_string = int(tr.hdr[MODE]) in (VSTR, KSTR)
+        hist = self._hist()
+        before = words.copy()
         while True:
-            nu = clear_duplicates(words, self._normal, self._qcount, in_string, self._tdata, self._toff,
-                                  *tr.args(), shdr, sframes, unsure)
-            if nu >= 0:
+            shdr, sframes, unsure, echoes = self._scratch
+            nu, ne = clear_duplicates(words, self._normal, self._qcount, in_string, self._tdata, self._toff,
+                                      *tr.args(), hist, shdr, sframes, unsure, echoes)
+            if nu < 0:  # a buffer of the tracker is full
+                tr.grow()
+            elif nu > unsure.shape[0] or ne > echoes.shape[0]:
+                pass
+            else:
                 break
-            tr.grow()
-            self._scratch = (shdr, np.zeros_like(tr.frames), unsure)
-            shdr, sframes, unsure = self._scratch
-        if nu > unsure.shape[0]:  # more undecided tokens than the buffer held: run again, larger
-            self._scratch = (shdr, sframes, np.zeros(2 * nu, np.int64))
-            return self._clear(words)
+            words[:] = before
+            self._scratch = (shdr, np.zeros_like(tr.frames), np.zeros(max(2 * nu, 64), np.int64),
+                             np.zeros(max(2 * ne, 256), np.int64))
         for t in unsure[:nu].tolist():
-            scratch = tr.copy()
-            data = self._tdata[self._toff[t]:self._toff[t + 1]]
-            try:
-                ok = self._feed(scratch, data, self._bytes)
-            except _Overflow:
-                ok = True  # decided below by advance, which grows the tracker
-                probe = self.fork()
-                ok = probe.advance(t)
-            if not ok:
+            if not self.fork().advance(t):
                 words[t >> 5] = np.uint32(words[t >> 5]) & ~np.uint32(1 << (t & 31))
+        if self.live and ne:
+            probe = UniqueItemsMatcher(self.inner.fork(), self._vocab, self.plan, live=False, _fork_of=self)
+            for t in echoes[:ne].tolist():
+                if probe.advance(t):
+                    ok = probe.item_can_end()
+                    probe.rollback(1)
+                else:
+                    ok = True  # left to the duplicate check above
+                if not ok:
+                    words[t >> 5] = np.uint32(words[t >> 5]) & ~np.uint32(1 << (t & 31))
 
     def mask_words(self) -> np.ndarray:
         """The allowed tokens as uint32 words (a fresh array)."""

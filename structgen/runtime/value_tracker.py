@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["ValueTracker", "feed", "OK", "HIT", "NEED", "UNSURE", "OVERFLOW"]
+__all__ = ["ValueTracker", "feed", "open_item_echoes", "OK", "HIT", "NEED", "UNSURE", "OVERFLOW"]
 
 # header fields
 (DEPTH, MODE, ESC, UACC, HIGH, POS, NITEMS, SH1, SH2, SLEN, NPH, NEG, DH1, DH2, NSIG, PENDZ, PT, EXPNEG,
@@ -38,8 +38,8 @@ STRUCT, VSTR, KSTR, NUM, LIT = 0, 1, 2, 3, 4
 # number phases: integer part, fraction, exponent sign, exponent digits
 NINT, NFRAC, NESIGN, NEXP = 0, 1, 2, 3
 # frame columns
-KIND, OST, UNIQ, HEAD, COUNT, A1, A2, K1, K2, KSTART, KEND, ISTART, PST, BELOW = range(14)
-NCOL = 14
+KIND, OST, UNIQ, HEAD, COUNT, A1, A2, K1, K2, KSTART, KEND, ISTART, PST, BELOW, LIVE = range(15)
+NCOL = 15
 OBJ, ARR = 1, 2
 NO, YES, UNKNOWN = 0, 1, 2
 
@@ -337,6 +337,7 @@ def feed(data, lo, hi, ask, hdr, frames, ip_h1, ip_h2, ip_lo, ip_hi, ip_prev):
             frames[d, A1] = 0
             frames[d, A2] = 0
             frames[d, PST] = -1
+            frames[d, LIVE] = 0
             below = frames[d - 1, BELOW] != 0 if d > 0 else hdr[RB] != 0
             frames[d, BELOW] = 1 if below else 0
             frames[d, UNIQ] = UNKNOWN if below and b == 0x5B else NO
@@ -393,6 +394,46 @@ def feed(data, lo, hi, ask, hdr, frames, ip_h1, ip_h2, ip_lo, ip_hi, ip_prev):
         hdr[POS] += 1
         p += 1
     return OK
+
+
+@njit(cache=True, nogil=True)
+def _at(q, hist, base, data, lo):
+    return hist[q] if q < base else data[lo + q - base]
+
+
+@njit(cache=True, nogil=True)
+def open_item_echoes(hdr, frames, ip_h1, ip_lo, ip_hi, ip_prev, hist, base, data, lo):
+    """Is an item of the innermost unique array in progress (an array whose frame has ``LIVE`` set),
+    its bytes so far a prefix of an earlier item's bytes (or, for a number that is a sign and zeros
+    so far, an earlier item 0)?  (The candidates of the liveness check: an item can only be doomed to
+    end as a duplicate when some earlier item continues it.)  The stream is ``hist[:base]``
+    followed by ``data[lo:]``."""
+    d = hdr[DEPTH]
+    f = d - 1
+    while f >= 0 and frames[f, UNIQ] != YES:
+        f -= 1
+    if f < 0 or frames[f, LIVE] == 0:
+        return False  # no unique array, or its items cannot be doomed (the plan's ``bounded``)
+    if d == f + 1 and hdr[MODE] != VSTR and hdr[MODE] != NUM:
+        return False  # between items (a literal is complete at its first byte)
+    start = frames[f, ISTART]
+    n = hdr[POS] - start
+    zero = d == f + 1 and hdr[MODE] == NUM and hdr[NSIG] == 0  # so far a sign and zeros: maybe 0 again
+    z1 = _h(0x5A, 1)
+    e = frames[f, HEAD]
+    while e >= 0:
+        if zero and ip_h1[e] == z1:
+            return True
+        if ip_hi[e] - ip_lo[e] >= n:  # a number in progress may be spelled out already
+            same = True
+            for i in range(n):
+                if _at(start + i, hist, base, data, lo) != _at(ip_lo[e] + i, hist, base, data, lo):
+                    same = False
+                    break
+            if same:
+                return True
+        e = ip_prev[e]
+    return False
 
 
 class ValueTracker:

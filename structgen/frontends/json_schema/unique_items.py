@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import re
 
+from structgen.errors import StructgenError
+
 from .reader import SchemaDocument, without_keywords
 
 __all__ = ["UniquePlan", "unique_plan", "without_open_unique"]
 
-#: applicators that apply a sub-schema to the value at the same path or to a member / item of it
-_CONJUNCTIVE = ("properties", "patternProperties", "additionalProperties", "prefixItems", "items",
-                "additionalItems", "allOf", "$ref")
 #: applicators whose sub-schemas apply conditionally (a unique array under them has no plan)
 _CONDITIONAL = ("anyOf", "oneOf", "not", "if", "then", "else", "contains", "dependentSchemas",
                 "dependencies", "propertyNames", "unevaluatedItems", "unevaluatedProperties",
@@ -88,6 +87,17 @@ class UniquePlan:
 
     def hot(self, state: int) -> bool:
         return self._unique[state] or self._below[state]
+
+    def bounded(self, state: int) -> bool:
+        """May a started item of the array at ``state`` have only finitely many completions (so
+        that all of them can be duplicates)?  False only when every item schema is *open*
+        (:func:`_open`: plain strings, numbers, containers without upper bounds); the guard runs
+        its liveness search in bounded arrays only."""
+        for s, _ in self._nodes[state]:
+            prefix, rest = _item_schemas(s, self._draft7)
+            if not all(_open(x) for x in list(prefix) + [rest]):
+                return True
+        return False
 
     def step(self, state: int, step) -> int:
         """The state of member ``step`` (a str key) or item ``step`` (an int index)."""
@@ -148,6 +158,34 @@ class UniquePlan:
         return res
 
 
+_OPEN_KEYWORDS = frozenset({"type", "minLength", "minItems", "minProperties", "required", "uniqueItems", "items",
+                            "properties", "additionalProperties", "title", "description", "default", "examples",
+                            "$comment", "deprecated", "readOnly", "writeOnly"})
+_OPEN_TYPES = frozenset({"string", "number", "integer", "boolean", "null", "array", "object"})
+
+
+def _open(s, depth: int = 0) -> bool:
+    """Does every started value of schema ``s`` have infinitely many distinct completions (literals
+    aside: the guard decides them at their first byte)?  Conservative: only keyword sets that set
+    no upper bound and no enumeration count (None stands for an absent ``items``)."""
+    if s is None or s is True:
+        return True
+    if not isinstance(s, dict) or depth > 4 or not set(s) <= _OPEN_KEYWORDS:
+        return False
+    t = s.get("type")
+    ts = t if isinstance(t, list) else [] if t is None else [t]
+    if not all(x in _OPEN_TYPES for x in ts):
+        return False
+    if "items" in s and not (isinstance(s["items"], (dict, bool)) and s["items"] is not False
+                             and _open(s["items"], depth + 1)):
+        return False
+    props = s.get("properties", {})
+    if not isinstance(props, dict) or not all(_open(v, depth + 1) for v in props.values()):
+        return False
+    extra = s.get("additionalProperties", True)
+    return extra is not False and _open(extra, depth + 1)
+
+
 def _item_schemas(s, draft7: bool):
     """``(prefix item schemas, the schema of the items after them or None)``."""
     items = s.get("items")
@@ -185,6 +223,9 @@ def _unique_under_conditional(doc: SchemaDocument) -> bool:
         seen.add(id(node))
         if node.get("uniqueItems") is True:
             return True
+        ref = node.get("$ref")
+        if isinstance(ref, str) and any_unique(doc.resolve(ref, doc.base(node), "")[0]):
+            return True  # a reference out of the conditional part
         return any(any_unique(v) for k, v in node.items() if k not in ("enum", "const", "examples", "default"))
 
     def walk(node) -> bool:
@@ -207,13 +248,32 @@ def _unique_under_conditional(doc: SchemaDocument) -> bool:
 
 def unique_plan(root, draft: str | None = None) -> UniquePlan | None:
     """The plan of ``root``'s unique arrays, or None when one depends on a branch (see the module
-    docstring) or the root has none.  A ``$ref`` that points into a conditional applicator counts
-    as conditional too (the scan does not follow references' targets' parents)."""
-    doc = SchemaDocument(root, draft)
-    if _unique_under_conditional(doc):
-        return None
-    plan = UniquePlan(doc)
+    docstring: a ``uniqueItems`` inside a conditional applicator, or reached from one through
+    ``$ref``) or the root has none."""
+    try:
+        doc = SchemaDocument(root, draft)
+        if _unique_under_conditional(doc) or not _patterns_compile(doc.root):
+            return None
+        plan = UniquePlan(doc)
+    except StructgenError:
+        return None  # the compilers name the problem with its pointer
     return plan if plan.hot(plan.root) else None
+
+
+def _patterns_compile(node) -> bool:
+    """Does Python's ``re`` take every ``patternProperties`` pattern (the plan matches keys with it)?"""
+    if isinstance(node, list):
+        return all(_patterns_compile(x) for x in node)
+    if not isinstance(node, dict):
+        return True
+    pats = node.get("patternProperties")
+    if isinstance(pats, dict):
+        for p in pats:
+            try:
+                re.compile(p)
+            except (re.error, TypeError):
+                return False
+    return all(_patterns_compile(v) for k, v in node.items() if k not in ("enum", "const", "examples", "default"))
 
 
 def without_open_unique(root, limit: int):
