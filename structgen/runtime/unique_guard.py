@@ -28,8 +28,9 @@ Liveness: in arrays whose items are *bounded* (the plan says which: a ``maxLengt
 closed integer range...; with open item sets every started item has other completions), a token
 after which the item so far spells the start of an earlier item (:func:`~.value_tracker.open_item_echoes`)
 is refused when :meth:`UniqueItemsMatcher.item_can_end` proves that every ending of the item is a
-duplicate (a depth-first search over single bytes under the inner masks, ``LIVENESS_BUDGET`` mask
-queries at most; a search cut short leaves the token allowed).  The same check runs in ``advance``.
+duplicate (a depth-first search over single bytes under the inner masks, ``LIVENESS_BUDGET`` units
+of work per mask; a search cut short leaves the token allowed).  ``advance`` of a candidate token
+asks the mask of its state (cached), so mask and advance agree.
 
 Limits, stated: equality is decided on the 128-bit hashes (two distinct values collide with
 probability about 2^-128 per pair); the liveness candidates are found by spelling, so an item
@@ -171,8 +172,10 @@ def _tables(vocab):
 _BYTE_ORDER = np.array(sorted(range(256), key=lambda b: (0 if b in b'"]},' else 2 if b in b' \t\n\r' else 1, b)),
                        np.int64)
 _ENDERS = tuple(b'"],} ')
-#: mask queries one liveness search may make before it gives up (and the token stays allowed)
-LIVENESS_BUDGET = 48
+#: work the liveness searches of one mask may do in all, in steps (a one-byte advance) and inner
+#: mask queries (``MASK_COST`` steps each); the candidates left when it is spent stay allowed
+LIVENESS_BUDGET = 400
+MASK_COST = 4
 
 
 class UniqueItemsMatcher(Matcher):
@@ -204,6 +207,7 @@ class UniqueItemsMatcher(Matcher):
             self._start()
             self._lineage = object()
         self._scratch = None
+        self._last_mask = None
 
     def _start(self) -> None:
         self._tr = ValueTracker()
@@ -321,7 +325,7 @@ class UniqueItemsMatcher(Matcher):
             return False
         if not self.inner.advance(token):
             return False
-        return self._commit(v.token_data[v.token_offsets[token]:v.token_offsets[token + 1]])
+        return self._commit(v.token_data[v.token_offsets[token]:v.token_offsets[token + 1]], token)
 
     def advance_bytes(self, data: bytes) -> bool:
         if self.inner.is_terminated():
@@ -331,11 +335,25 @@ class UniqueItemsMatcher(Matcher):
             return False
         return self._commit(np.frombuffer(data, np.uint8))
 
-    def _commit(self, data) -> bool:
+    def _commit(self, data, token=None) -> bool:
         """The inner matcher took ``data`` (so the tracker sees well-formed JSON only): keep the
-        step if no item it completes is a duplicate, else undo the inner step."""
+        step if no item it completes is a duplicate and, for a liveness candidate, if the mask
+        allows ``token`` (its search budget is per mask, so the mask decides; ``advance_bytes``
+        searches on its own), else undo the inner step."""
         base = int(self._tr.hdr[POS])
-        if not self._try(data) or (self.live and self._doomed(data, base)):
+        ok = self._try(data)
+        if ok and self.live and self._echoes(data, base):
+            if token is None:
+                ok = self._probe_after(data).item_can_end([LIVENESS_BUDGET])
+            else:
+                self._tr.restore(self._node.state)
+                self.inner.rollback(1)
+                words = self._mask_here()
+                if not (int(words[token >> 5]) >> (token & 31)) & 1:
+                    return False
+                self.inner.advance(token)
+                ok = self._try(data)
+        if not ok:
             self._tr.restore(self._node.state)
             self.inner.rollback(1)
             return False
@@ -347,25 +365,34 @@ class UniqueItemsMatcher(Matcher):
     def _hist(self) -> np.ndarray:
         return np.frombuffer(bytes(self._bytes), np.uint8)
 
-    def _doomed(self, data: np.ndarray, base: int) -> bool:
-        """After ``data`` (fed to the tracker, the inner matcher advanced): is the item in progress
-        an echo of an earlier one (:func:`~.value_tracker.open_item_echoes`) that every
-        continuation ends as a duplicate?"""
+    def _echoes(self, data: np.ndarray, base: int) -> bool:
+        """After ``data`` was fed: is an item in progress that may be doomed to repeat an earlier one
+        (:func:`~.value_tracker.open_item_echoes`)?"""
         tr = self._tr
-        if not open_item_echoes(tr.hdr, tr.frames, tr.ip_h1, tr.ip_lo, tr.ip_hi, tr.ip_prev, self._hist(), base,
-                                data, 0):
-            return False
+        return bool(open_item_echoes(tr.hdr, tr.frames, tr.ip_h1, tr.ip_lo, tr.ip_hi, tr.ip_prev, self._hist(), base,
+                                     data, 0))
+
+    def _probe_after(self, data: np.ndarray) -> "UniqueItemsMatcher":
+        """A fork without the liveness check, standing after ``data`` (fed to the tracker, and to
+        the inner matcher, whose fork it takes)."""
         probe = UniqueItemsMatcher(self.inner.fork(), self._vocab, self.plan, live=False, _fork_of=self)
         probe._bytes += data.tobytes()
-        probe._node = self._node.child(tr.save(), data)  # the probe stands after the token
-        return not probe.item_can_end()
+        probe._node = self._node.child(self._tr.save(), data)
+        return probe
 
-    def item_can_end(self, budget: int = LIVENESS_BUDGET) -> bool:
+    def _mask_here(self) -> np.ndarray:
+        hit = self._last_mask
+        if hit is not None and hit[0] is self._node:
+            return hit[1]
+        return self.mask_words()
+
+    def item_can_end(self, budget: list) -> bool:
         """Can the item in progress of the innermost unique array end without being a duplicate?
         A depth-first search over single bytes under the inner matcher's masks (the bytes that end
         a value first; a byte without a one-byte token is tried with ``advance_bytes``); True when
-        it finds such an ending and also when the search is cut (``budget`` mask queries spent):
-        only a proven dead item is refused."""
+        it finds such an ending and also when the search is cut (``budget[0]`` work units, spent in
+        place -- one budget serves a whole mask -- see ``LIVENESS_BUDGET``): only a proven dead
+        item is refused."""
         tr = self._tr
         d = int(tr.hdr[DEPTH])
         f = d - 1
@@ -374,7 +401,7 @@ class UniqueItemsMatcher(Matcher):
         if f < 0:
             return True
         count = int(tr.frames[f, COUNT])
-        left = [budget]
+        left = budget
 
         def ended() -> bool:
             return int(self._tr.hdr[DEPTH]) <= f or int(self._tr.frames[f, COUNT]) > count
@@ -382,6 +409,7 @@ class UniqueItemsMatcher(Matcher):
         def search() -> bool | None:
             for b in _ENDERS:  # the quick way out: end the value now
                 t = int(self._single[b])
+                left[0] -= 1
                 if self.advance(t) if t >= 0 else self.advance_bytes(bytes([b])):
                     done = ended()
                     self.rollback(1)
@@ -389,15 +417,20 @@ class UniqueItemsMatcher(Matcher):
                         return True
             if left[0] <= 0:
                 return None
-            left[0] -= 1
+            left[0] -= MASK_COST
             words = self.inner.mask_words()
             for b in _BYTE_ORDER.tolist():
                 t = int(self._single[b])
                 if t >= 0:
-                    if not (int(words[t >> 5]) >> (t & 31)) & 1 or not self.advance(t):
+                    if not (int(words[t >> 5]) >> (t & 31)) & 1:
                         continue
-                elif not self.advance_bytes(bytes([b])):  # no one-byte token: ask with the byte
-                    continue
+                    left[0] -= 1
+                    if not self.advance(t):
+                        continue
+                else:  # no one-byte token: ask with the byte
+                    left[0] -= 1
+                    if not self.advance_bytes(bytes([b])):
+                        continue
                 r = True if ended() else search()
                 self.rollback(1)
                 if r is None:
@@ -440,14 +473,19 @@ class UniqueItemsMatcher(Matcher):
             words[:] = before
             self._scratch = (shdr, np.zeros_like(tr.frames), np.zeros(max(2 * nu, 64), np.int64),
                              np.zeros(max(2 * ne, 256), np.int64))
-        for t in unsure[:nu].tolist():
-            if not self.fork().advance(t):
+        for t in unsure[:nu].tolist():  # replayed with the plan (their liveness is not searched)
+            probe = self.fork()
+            probe.live = False
+            if not probe.advance(t):
                 words[t >> 5] = np.uint32(words[t >> 5]) & ~np.uint32(1 << (t & 31))
         if self.live and ne:
             probe = UniqueItemsMatcher(self.inner.fork(), self._vocab, self.plan, live=False, _fork_of=self)
+            budget = [LIVENESS_BUDGET]  # for the whole mask: candidates after it stay allowed
             for t in echoes[:ne].tolist():
+                if budget[0] <= 0:
+                    break
                 if probe.advance(t):
-                    ok = probe.item_can_end()
+                    ok = probe.item_can_end(budget)
                     probe.rollback(1)
                 else:
                     ok = True  # left to the duplicate check above
@@ -461,6 +499,7 @@ class UniqueItemsMatcher(Matcher):
             words = words.copy()
         if not self.inner.is_terminated() and self._guarded():
             self._clear(words)
+            self._last_mask = (self._node, words.copy())  # advance of a liveness candidate asks it
         return words
 
     def fill_bitmask(self, bitmask, row: int = 0) -> None:

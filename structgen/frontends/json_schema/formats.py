@@ -30,7 +30,12 @@ the ones that match it exactly, which ``not``/``oneOf``/``if`` may then negate):
   we are stricter than it (never looser than the RFCs' syntax).
 - ``idn-hostname``: the ``hostname`` subset with ``.``, ``\u3002``, ``\uff0e`` or ``\uff61`` between
   labels (RFC 3490 3.1); ASCII labels only (U-labels need IDNA 2008's tables and Punycode).
-- ``regex``: not a regular language -> ``Unsupported`` (annotation-only in lenient mode).
+- ``regex``: ECMA-262 pattern syntax (the suite's oracle: a ``u``-flag ``RegExp``) is not a regular
+  language (nested groups, group names, ``{n,m}`` with ``n <= m``); :func:`_ecma_regex` is a sound
+  subset: groups nested at most ``REGEX_DEPTH`` deep, at most one named group, no backreferences
+  (``\\1``, ``\\k<name>``), no ``\\p{...}`` / ``\\0``, class ranges only of digits, of lower or of upper
+  case letters starting at the first or ending at the last of them (``0-7``, ``a-f``, ``5-9``), ``{n,m}`` with single-digit ``n <= m`` or ``m`` of more digits than ``n``.  Every pattern taken
+  compiles in a JavaScript engine (tests/test_format_regex.py checks it against QuickJS).
 Any other format name is an annotation and constrains nothing, as the specification says.
 """
 from __future__ import annotations
@@ -41,7 +46,8 @@ from structgen import caching
 from structgen.automaton import ir
 
 EXACT = frozenset({"date", "date-time", "time", "idn-email", "ipv4", "ipv6", "json-pointer"})
-NOT_REGULAR = frozenset({"regex"})
+NOT_REGULAR: frozenset = frozenset()
+REGEX_DEPTH = 3
 
 _CLASS_ESC = {"d": [(0x30, 0x39)], "w": [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)],
               "s": [(0x09, 0x0D), (0x20, 0x20)]}
@@ -241,6 +247,8 @@ def format_ir(name: str):
     """Decoded-text IR of format ``name``, or None when the format is an unconstrained annotation."""
     if name in ("idn-hostname", "hostname"):
         return _hostname(name == "idn-hostname")
+    if name == "regex":
+        return _ecma_regex(REGEX_DEPTH)
     pat = _PATTERNS.get(name)
     return None if pat is None else _rx(pat)
 
@@ -266,3 +274,76 @@ def _hostname(idn: bool = False) -> ir.Node:
 
 caching.register_function("json_schema.formats", format_ir)
 caching.register_function("json_schema.hostname", _hostname)
+
+
+# --- ECMA-262 patterns (u flag), a sound regular subset -----------------------------------------
+def _cs(*ranges) -> ir.CharSet:
+    return ir.CharSet.of([(ord(a), ord(b)) if isinstance(a, str) else (a, b) for a, b in ranges])
+
+
+def _chars(text: str) -> ir.CharSet:
+    return ir.CharSet.of([(ord(c), ord(c)) for c in text])
+
+
+def _minus(cs: ir.CharSet, text: str) -> ir.CharSet:
+    out = []
+    for a, b in cs.ranges:
+        lo = a
+        for c in sorted(ord(x) for x in text):
+            if lo <= c <= b:
+                if lo <= c - 1:
+                    out.append((lo, c - 1))
+                lo = c + 1
+        if lo <= b:
+            out.append((lo, b))
+    return ir.CharSet.of(out)
+
+
+@lru_cache(maxsize=None)
+def _ecma_regex(depth: int) -> ir.Node:
+    """The sound subset of ECMA-262 ``u``-flag pattern syntax described in the module docstring."""
+    lit = ir.literal
+    scalar = _cs((0, 0xD7FF), (0xE000, 0x10FFFF))  # no lone surrogates
+    hexd = _cs(("0", "9"), ("A", "F"), ("a", "f"))
+    digit = _cs(("0", "9"))
+    nonzero = _cs(("1", "9"))
+    syntax = "^$\\.*+?()[]{}|"
+    char_escape = ir.alt(_chars("fnrtv"), ir.seq(lit("c"), _cs(("A", "Z"), ("a", "z"))),
+                         ir.seq(lit("x"), hexd, hexd), ir.seq(lit("u"), ir.repeat(hexd, 4, 4)),
+                         ir.seq(lit("u{"), ir.repeat(hexd, 1, 5), lit("}")), _chars(syntax + "/"))
+    class_escape = _chars("dDsSwW")
+    atom_escape = ir.seq(lit("\\"), ir.alt(class_escape, char_escape))
+    # classes: ranges within digits, lower case or upper case letters that start at the first of
+    # them or end at the last (in order whatever the other end: 0-7, a-f, 5-9; not 2-5)
+    ranges = []
+    for first, last in (("0", "9"), ("a", "z"), ("A", "Z")):
+        ranges.append(ir.seq(lit(first + "-"), _cs((first, last))))
+        ranges.append(ir.seq(_cs((first, last)), lit("-" + last)))
+    class_char = _minus(scalar, "\\]-")
+    class_atom = ir.alt(class_char, ir.seq(lit("\\"), ir.alt(_chars("b-"), class_escape, char_escape)), *ranges)
+    body = ir.repeat(class_atom, 0, None)
+    klass = ir.seq(lit("["), ir.optional(lit("^")), ir.alt(ir.seq(lit("-"), body), ir.seq(body, ir.optional(lit("-")))),
+                   lit("]"))
+    count = ir.alt(*[ir.seq(_chars(chr(a)), lit(","), _cs((chr(a), "9"))) for a in range(ord("0"), ord("9") + 1)],
+                   *[ir.seq(ir.repeat(digit, k, k), lit(","), nonzero, ir.repeat(digit, k, 3)) for k in (1, 2, 3)],
+                   ir.seq(ir.repeat(digit, 1, 4), ir.optional(lit(","))))
+    quant = ir.seq(ir.alt(_chars("*+?"), ir.seq(lit("{"), count, lit("}"))), ir.optional(lit("?")))
+    pattern_char = _minus(scalar, syntax)
+    name = ir.seq(_cs(("A", "Z"), ("a", "z"), ("_", "_"), ("$", "$")),
+                  ir.repeat(_cs(("A", "Z"), ("a", "z"), ("0", "9"), ("_", "_"), ("$", "$")), 0, None))
+    assertion = ir.alt(_chars("^$"), lit("\\b"), lit("\\B"))
+    disj = None
+    for _ in range(depth + 1):
+        atoms = [pattern_char, lit("."), atom_escape, klass]
+        terms = [assertion]
+        if disj is not None:
+            atoms += [ir.seq(lit("("), ir.alt(ir.EMPTY, lit("?:"), ir.seq(lit("?<"), name, lit(">"))), disj, lit(")"))]
+            terms += [ir.seq(ir.alt(lit("(?="), lit("(?!"), lit("(?<="), lit("(?<!")), disj, lit(")"))]
+        term = ir.alt(*terms, ir.seq(ir.alt(*atoms), ir.optional(quant)))
+        alternative = ir.repeat(term, 0, None)
+        disj = ir.seq(alternative, ir.repeat(ir.seq(lit("|"), alternative), 0, None))
+    # at most one named group (duplicate names are an error; comparing names is not regular)
+    any_text = ir.repeat(ir.ANY_CHAR, 0, None)
+    named = ir.seq(lit("(?<"), _cs(("A", "Z"), ("a", "z"), ("_", "_"), ("$", "$")))
+    two_named = ir.seq(any_text, named, any_text, named, any_text)
+    return ir.And((disj, ir.Not(two_named)))

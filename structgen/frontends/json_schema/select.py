@@ -112,7 +112,7 @@ def _open_unique(schema, options):
     plan = unique_plan(schema, options.get("draft"))
     if plan is None:
         return schema, None
-    stripped = without_open_unique(schema, int(options.get("unique_items_limit", 6)))
+    stripped = without_open_unique(schema, int(options.get("unique_items_limit", 6)), plan.conditional)
     return (schema, None) if stripped is schema else (stripped, plan)
 
 

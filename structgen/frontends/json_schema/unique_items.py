@@ -10,8 +10,11 @@ instance path alone: every ``uniqueItems: true`` reached from the root only thro
 conjunctive -- every sub-schema they reach at a path applies to the value there -- so an array
 must be unique exactly when one of the sub-schemas at its path says so.  Under ``anyOf``,
 ``oneOf``, ``not``, ``if`` / ``then`` / ``else``, ``contains``, ``dependentSchemas`` and the
-other conditional applicators it depends on which branch holds: such a schema keeps the
-compilers' error (:func:`unique_plan` returns None).
+other conditional applicators it depends on which branch holds: those ``uniqueItems`` stay in
+the schema for the compilers (exact over small finite item sets, else their error) -- except in
+an ``anyOf`` / ``oneOf`` whose branches declare pairwise disjoint types ("a string or an array
+of unique strings"): the value's type picks the branch, so its unique arrays are as unconditional
+(:func:`type_disjoint`; the plan follows a branch only for values of its types).
 
 :class:`UniquePlan` is a small deterministic automaton over instance paths: a state is the set
 of sub-schemas applying at a path; ``step(state, key_or_index)`` follows one member or item,
@@ -47,6 +50,7 @@ class UniquePlan:
         self._below: list = []
         self._trans: dict = {}    # (state, step) -> state
         self._hot_memo: dict = {}
+        self.conditional: set = set()
         self.root = self._state([(doc.root, doc.root_base)])
 
     # ------------------------------------------------------------------ states
@@ -65,6 +69,9 @@ class UniquePlan:
             out.append((s, base))
             for sub in s.get("allOf", ()) if isinstance(s.get("allOf"), list) else ():
                 todo.append((sub, base))
+            for kw in ("anyOf", "oneOf"):  # branches of disjoint types: the value's type picks one
+                if type_disjoint(self._doc, s.get(kw), base):
+                    todo += [(sub, base) for sub in s[kw]]
         return out
 
     def _state(self, pairs) -> int:
@@ -75,7 +82,7 @@ class UniquePlan:
             st = len(self._nodes)
             self._ids[key] = st
             self._nodes.append(tuple(nodes))
-            self._unique.append(any(s.get("uniqueItems") is True for s, _ in nodes))
+            self._unique.append(any(s.get("uniqueItems") is True and _admits(s, "array") for s, _ in nodes))
             self._below.append(any(self._hot_children(s, base) for s, base in nodes))
         return st
 
@@ -111,6 +118,8 @@ class UniquePlan:
     def _children(self, nodes, step):
         out = []
         for s, base in nodes:
+            if not _admits(s, "object" if isinstance(step, str) else "array"):
+                continue  # a branch for another type of value
             if isinstance(step, str):
                 matched = False
                 props = s.get("properties")
@@ -156,6 +165,43 @@ class UniquePlan:
         if res:  # a False reached inside a cycle may be partial: only True is kept
             self._hot_memo[id(s)] = res
         return res
+
+
+def _admits(s: dict, t: str) -> bool:
+    """Does schema object ``s``'s ``type`` keyword allow JSON type ``t`` ("object" or "array")?"""
+    ty = s.get("type")
+    return ty is None or ty == t or (isinstance(ty, list) and t in ty)
+
+
+def _types(doc: SchemaDocument, s, base):
+    """The set of JSON types schema ``s`` declares (through one ``$ref``), "integer" as "number";
+    None when it declares none."""
+    if isinstance(s, dict) and "type" not in s and isinstance(s.get("$ref"), str):
+        try:
+            s, base = doc.resolve(s["$ref"], doc.base(s, base), "")
+        except StructgenError:
+            return None
+    ty = s.get("type") if isinstance(s, dict) else None
+    if isinstance(ty, str):
+        ty = [ty]
+    if not isinstance(ty, list) or not all(isinstance(x, str) for x in ty):
+        return None
+    return {"number" if x == "integer" else x for x in ty}
+
+
+def type_disjoint(doc: SchemaDocument, branches, base="") -> bool:
+    """Are ``branches`` (an ``anyOf`` / ``oneOf`` list) schemas of pairwise disjoint declared types?
+    Then the type of a value decides which one can hold, and a unique array in the array branch
+    is as unconditional as one reached through ``allOf``."""
+    if not isinstance(branches, list) or len(branches) < 2:
+        return False
+    seen: set = set()
+    for b in branches:
+        ts = _types(doc, b, base)
+        if ts is None or ts & seen:
+            return False
+        seen |= ts
+    return True
 
 
 _OPEN_KEYWORDS = frozenset({"type", "minLength", "minItems", "minProperties", "required", "uniqueItems", "items",
@@ -211,52 +257,61 @@ def _child_schemas(s, base, draft7: bool):
     return out
 
 
-def _unique_under_conditional(doc: SchemaDocument) -> bool:
-    """Does a ``uniqueItems: true`` sit in a conditional applicator anywhere in the document?"""
-    seen = set()
+def _conditional_unique(doc: SchemaDocument) -> set:
+    """The ids of the schema objects with ``uniqueItems: true`` that sit in a conditional applicator
+    (or are reached from one through sub-schemas and ``$ref``): those stay with the compilers."""
+    found, seen = set(), set()
 
-    def any_unique(node) -> bool:
+    def under(node) -> None:  # everything below a conditional applicator
         if isinstance(node, list):
-            return any(any_unique(x) for x in node)
+            for x in node:
+                under(x)
+            return
         if not isinstance(node, dict) or id(node) in seen:
-            return False
+            return
         seen.add(id(node))
         if node.get("uniqueItems") is True:
-            return True
+            found.add(id(node))
         ref = node.get("$ref")
-        if isinstance(ref, str) and any_unique(doc.resolve(ref, doc.base(node), "")[0]):
-            return True  # a reference out of the conditional part
-        return any(any_unique(v) for k, v in node.items() if k not in ("enum", "const", "examples", "default"))
+        if isinstance(ref, str):
+            under(doc.resolve(ref, doc.base(node), "")[0])
+        for k, v in node.items():
+            if k not in ("enum", "const", "examples", "default"):
+                under(v)
 
-    def walk(node) -> bool:
+    def walk(node) -> None:
         if isinstance(node, list):
-            return any(walk(x) for x in node)
+            for x in node:
+                walk(x)
+            return
         if not isinstance(node, dict):
-            return False
+            return
         for k, v in node.items():
             if k in ("enum", "const", "examples", "default"):
                 continue
-            if k in _CONDITIONAL:
-                if any_unique(v):
-                    return True
-            elif walk(v):
-                return True
-        return False
+            if k in _CONDITIONAL and not (k in ("anyOf", "oneOf") and type_disjoint(doc, v, doc.base(node))):
+                under(v)
+            else:
+                walk(v)
 
-    return walk(doc.root)
+    walk(doc.root)
+    return found
 
 
 def unique_plan(root, draft: str | None = None) -> UniquePlan | None:
-    """The plan of ``root``'s unique arrays, or None when one depends on a branch (see the module
-    docstring: a ``uniqueItems`` inside a conditional applicator, or reached from one through
-    ``$ref``) or the root has none."""
+    """The plan of ``root``'s unique arrays reached conjunctively (see the module docstring), or
+    None when there are none.  ``plan.conditional``: the ids of the ``uniqueItems`` schema objects
+    inside conditional applicators (or reached from one), which :func:`without_open_unique` leaves
+    to the compilers."""
     try:
         doc = SchemaDocument(root, draft)
-        if _unique_under_conditional(doc) or not _patterns_compile(doc.root):
+        if not _patterns_compile(doc.root):
             return None
+        conditional = _conditional_unique(doc)
         plan = UniquePlan(doc)
     except StructgenError:
         return None  # the compilers name the problem with its pointer
+    plan.conditional = conditional
     return plan if plan.hot(plan.root) else None
 
 
@@ -276,12 +331,14 @@ def _patterns_compile(node) -> bool:
     return all(_patterns_compile(v) for k, v in node.items() if k not in ("enum", "const", "examples", "default"))
 
 
-def without_open_unique(root, limit: int):
-    """``root`` without ``uniqueItems`` (the guard enforces it), except where the items range over
-    at most ``limit`` values of ``const`` / ``enum`` / boolean / null schemas (the compilers'
-    ``unique_items_limit``): there their exact construction keeps the array's length bounds and its
-    liveness exact."""
+def without_open_unique(root, limit: int, conditional=frozenset()):
+    """``root`` without ``uniqueItems`` (the guard enforces it), except in the schema objects whose
+    ids are in ``conditional`` and where the items range over at most ``limit`` values of
+    ``const`` / ``enum`` / boolean / null schemas (the compilers' ``unique_items_limit``): there
+    their exact construction keeps the array's length bounds and its liveness exact."""
     def keep(s) -> bool:
+        if id(s) in conditional:
+            return True
         if isinstance(s.get("items"), list):
             prefix, rest = _item_schemas(s, True)
         else:
