@@ -32,7 +32,8 @@ OK, DUPLICATE, OVERFLOW = 0, 1, 2
 
 
 @njit(cache=True, nogil=True)
-def _hex(b):
+def hex_digit(b):
+    """The value of hex digit byte ``b`` (0 for any other byte)."""
     if 48 <= b <= 57:
         return b - 48
     if 97 <= b <= 102:
@@ -188,7 +189,7 @@ def feed(data, lo, hi, hdr, frames, kbuf, kp_off, kp_len, kp_prev, kp_hash, kp_d
                 if not _put_cp(c, hdr, kbuf):
                     return OVERFLOW
         else:
-            u = hdr[UACC] * 16 + _hex(b)
+            u = hdr[UACC] * 16 + hex_digit(b)
             hdr[UACC] = u
             if esc < 5:
                 hdr[ESC] = esc + 1

@@ -27,6 +27,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .json_tracker import hex_digit as _hex
+
 __all__ = ["ValueTracker", "feed", "open_item_echoes", "OK", "HIT", "NEED", "UNSURE", "OVERFLOW"]
 
 # header fields
@@ -70,17 +72,6 @@ def _step(h, x, m):
 def _h(v, lane):
     """The int64 stored form of a uint64 hash ``v`` mixed with lane ``lane``."""
     return np.int64(_mix(np.uint64(v) ^ (np.uint64(lane) * _M2)))
-
-
-@njit(cache=True, nogil=True)
-def _hex(b):
-    if 48 <= b <= 57:
-        return b - 48
-    if 97 <= b <= 102:
-        return b - 87
-    if 65 <= b <= 70:
-        return b - 55
-    return 0
 
 
 @njit(cache=True, nogil=True)
