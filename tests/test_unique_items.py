@@ -25,7 +25,8 @@ from structgen.vocab import Vocabulary
 from tests.helpers import brute_mask_check, sample
 
 _MULTI = [b'[1,1', b'1,1', b'"a"', b'true', b'},{', b'],[', b'1.0', b'e0', b'"a","a"', b'null,', b'{"a":1}',
-          b',"b"', b'0]', b'[]', b'[[', b'"}', b'\\u0061', b'[1,1,', b'[true,true']
+          b',"b"', b'0]', b'[]', b'[[', b'"}', b'\\u0061', b'[1,1,', b'[true,true', b'ab', b'"ab', b',"ab',
+          b'75', b',75', b'cd']
 
 
 @pytest.fixture(scope="module")
@@ -305,6 +306,21 @@ def test_items_doomed_to_repeat_are_not_started(tiny):
     assert m.advance_many(list(b'["a","')) == 6
     allowed = set(m.allowed_tokens().tolist())
     assert ord("a") not in allowed and ord("b") in allowed and ord("\\") in allowed  # \\u0062 is fine
+    brute_mask_check(m, tiny)
+    # tokens of several bytes: inside the string, after it, and one that also starts the item
+    two = _compile({"type": "array", "items": {"type": "string", "maxLength": 2}, "uniqueItems": True}, tiny)
+    m = two.matcher()
+    assert m.advance_many(list(b'["ab"')) == 5
+    ids = {t: 128 + _MULTI.index(t) for t in (b'ab', b'"ab', b',"ab', b'cd', b',75')}
+    assert ids[b',"ab'] not in set(m.allowed_tokens().tolist())  # would start '"ab', which can only end as "ab"
+    brute_mask_check(m, tiny)
+    assert m.advance(ord(",")) and m.advance(ord('"'))
+    allowed = set(m.allowed_tokens().tolist())
+    assert ids[b'ab'] not in allowed and ids[b'cd'] in allowed and ord("a") in allowed
+    brute_mask_check(m, tiny)
+    m = ints.matcher()
+    assert m.advance_many(list(b"[75")) == 3
+    assert ids[b',75'] not in set(m.allowed_tokens().tolist())  # 75 again, and 750 is over the maximum
     brute_mask_check(m, tiny)
     # an item spelled otherwise than the earlier one ('"\\u0061' after '"a"') is not searched: stated limit
     # open item sets need no search: their frames do not run it

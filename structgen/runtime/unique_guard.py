@@ -49,9 +49,9 @@ from . import history as hist
 from .batch import write_row
 from .checks import check_bitmask_row, check_token
 from .protocol import Matcher, Snapshot, accepted_prefix
-from .value_tracker import (ARR, BELOW, COUNT, DEPTH, EVT, HDR, HEAD, HIT, ISTART, KEND, KIND, KSTART, KSTR, LIVE,
+from .value_tracker import (ARR, BELOW, COUNT, DEPTH, EVT, HDR, HIT, ISTART, KEND, KIND, KSTART, KSTR, LIVE,
                             MODE, NEED, NO, OBJ, OK, OVERFLOW, POS, PST, RB, UNIQ, UNSURE, VSTR, YES, ValueTracker,
-                            feed, open_item_echoes)
+                            echo_candidates, echoes_after, extends_echo, feed, open_item_echoes)
 
 __all__ = ["UniqueItemsMatcher"]
 
@@ -74,6 +74,13 @@ def clear_duplicates(words, normal, qcount, in_string, tdata, toff, hdr, frames,
     uf = depth - 1
     while uf >= 0 and frames[uf, UNIQ] != YES:
         uf -= 1
+    # the earlier items whose bytes continue the item so far, found once (not once per token: the
+    # item so far can be kilobytes long): where each continues, and where it ends
+    ncand = 0
+    cand_at = np.empty(0, np.int64)
+    cand_end = np.empty(0, np.int64)
+    if pre_echo and uf >= 0:
+        cand_at, cand_end, ncand = echo_candidates(frames, uf, base, ip_lo, ip_hi, ip_prev, hist)
     for w in range(words.shape[0]):
         x = np.uint32(words[w])
         while x:
@@ -89,8 +96,7 @@ def clear_duplicates(words, normal, qcount, in_string, tdata, toff, hdr, frames,
             if in_string and qcount[t] == 0:
                 # inside a string and no quote: the token only extends the item in progress, an echo
                 # when its bytes continue an earlier item's
-                if pre_echo and _extends_echo(frames, uf, base, ip_lo, ip_hi, ip_prev, hist, tdata, toff[t],
-                                              toff[t + 1]):
+                if ncand and extends_echo(cand_at, cand_end, ncand, hist, tdata, toff[t], toff[t + 1]):
                     if ne < echoes.shape[0]:
                         echoes[ne] = t
                     ne += 1
@@ -109,38 +115,12 @@ def clear_duplicates(words, normal, qcount, in_string, tdata, toff, hdr, frames,
                 nu += 1
             elif st == OVERFLOW:
                 return -1, -1
-            elif open_item_echoes(shdr, sframes, ip_h1, ip_lo, ip_hi, ip_prev, hist, base, tdata, toff[t]):
+            elif echoes_after(shdr, sframes, uf, frames[uf, ISTART] if uf >= 0 else -1, cand_at, cand_end, ncand,
+                              ip_h1, ip_lo, ip_hi, ip_prev, hist, base, tdata, toff[t]):
                 if ne < echoes.shape[0]:
                     echoes[ne] = t
                 ne += 1
     return nu, ne
-
-
-@njit(cache=True, nogil=True)
-def _extends_echo(frames, f, base, ip_lo, ip_hi, ip_prev, hist, tdata, lo, hi):
-    """Do the item so far (``hist[ISTART:base]``) and then ``tdata[lo:hi]`` spell a prefix of an
-    earlier item of unique array ``f``?"""
-    start = frames[f, ISTART]
-    n0 = base - start
-    n = n0 + hi - lo
-    e = frames[f, HEAD]
-    while e >= 0:
-        a = ip_lo[e]
-        if ip_hi[e] - a >= n:
-            same = True
-            for i in range(n0):
-                if hist[a + i] != hist[start + i]:
-                    same = False
-                    break
-            if same:
-                for i in range(hi - lo):
-                    if hist[a + n0 + i] != tdata[lo + i]:
-                        same = False
-                        break
-            if same:
-                return True
-        e = ip_prev[e]
-    return False
 
 
 _TABLES: dict = {}

@@ -29,7 +29,8 @@ from numba import njit
 
 from .json_tracker import hex_digit as _hex
 
-__all__ = ["ValueTracker", "feed", "open_item_echoes", "OK", "HIT", "NEED", "UNSURE", "OVERFLOW"]
+__all__ = ["ValueTracker", "feed", "open_item_echoes", "echo_candidates", "extends_echo", "echoes_after", "OK", "HIT",
+           "NEED", "UNSURE", "OVERFLOW"]
 
 # header fields
 (DEPTH, MODE, ESC, UACC, HIGH, POS, NITEMS, SH1, SH2, SLEN, NPH, NEG, DH1, DH2, NSIG, PENDZ, PT, EXPNEG,
@@ -425,6 +426,80 @@ def open_item_echoes(hdr, frames, ip_h1, ip_lo, ip_hi, ip_prev, hist, base, data
                 return True
         e = ip_prev[e]
     return False
+
+
+@njit(cache=True, nogil=True)
+def echo_candidates(frames, f, base, ip_lo, ip_hi, ip_prev, hist):
+    """The earlier items of unique array ``f`` whose bytes start with the item so far
+    (``hist[ISTART:base]``): ``(continue at, end, count)`` -- positions in ``hist``."""
+    start = frames[f, ISTART]
+    n0 = base - start
+    count = 0
+    e = frames[f, HEAD]
+    while e >= 0:
+        count += 1
+        e = ip_prev[e]
+    at = np.empty(count, np.int64)
+    end = np.empty(count, np.int64)
+    k = 0
+    e = frames[f, HEAD]
+    while e >= 0:
+        a = ip_lo[e]
+        if ip_hi[e] - a >= n0:
+            same = True
+            for i in range(n0):
+                if hist[a + i] != hist[start + i]:
+                    same = False
+                    break
+            if same:
+                at[k] = a + n0
+                end[k] = ip_hi[e]
+                k += 1
+        e = ip_prev[e]
+    return at, end, k
+
+
+@njit(cache=True, nogil=True)
+def extends_echo(cand_at, cand_end, ncand, hist, tdata, lo, hi):
+    """Do the bytes ``tdata[lo:hi]`` continue one of the candidates of :func:`echo_candidates`
+    (so that the item so far and then the token spell a prefix of an earlier item)?"""
+    for k in range(ncand):
+        a = cand_at[k]
+        if cand_end[k] - a >= hi - lo:
+            same = True
+            for i in range(hi - lo):
+                if hist[a + i] != tdata[lo + i]:
+                    same = False
+                    break
+            if same:
+                return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def echoes_after(hdr, frames, f0, istart0, cand_at, cand_end, ncand, ip_h1, ip_lo, ip_hi, ip_prev, hist, base, data,
+                 lo):
+    """:func:`open_item_echoes` after a token fed from the state in which :func:`echo_candidates`
+    gave ``cand_*`` for unique array ``f0`` (its item in progress starting at ``istart0``): when the
+    token only extended that item, the candidates are compared with the token's bytes alone."""
+    d = hdr[DEPTH]
+    f = d - 1
+    while f >= 0 and frames[f, UNIQ] != YES:
+        f -= 1
+    if f < 0 or f != f0 or frames[f, ISTART] != istart0 or istart0 > base:
+        return open_item_echoes(hdr, frames, ip_h1, ip_lo, ip_hi, ip_prev, hist, base, data, lo)
+    if frames[f, LIVE] == 0:
+        return False
+    if d == f + 1 and hdr[MODE] != VSTR and hdr[MODE] != NUM:
+        return False
+    if d == f + 1 and hdr[MODE] == NUM and hdr[NSIG] == 0:  # a sign and zeros: maybe 0 again
+        z1 = _h(0x5A, 1)
+        e = frames[f, HEAD]
+        while e >= 0:
+            if ip_h1[e] == z1:
+                return True
+            e = ip_prev[e]
+    return extends_echo(cand_at, cand_end, ncand, hist, data, lo, lo + hdr[POS] - base)
 
 
 class ValueTracker:
