@@ -6,6 +6,7 @@ parser for whole sentences of grammars, on tiny vocabularies that spell every ch
 of their alphabet (so a byte prefix is a token prefix)."""
 from __future__ import annotations
 
+import itertools
 import json
 
 import lark
@@ -314,6 +315,51 @@ def test_tail_tests_on_a_byte_covering_vocabulary(name):
         want = _bfs_bytes(m, alphabet, 6)
         got = ch.min_bytes()
         assert got == want or (want is None and got > 6), (head, got, want)
+
+
+@pytest.mark.parametrize("name", list(BYTE_GRAMMARS))
+def test_inner_holes_on_a_byte_covering_vocabulary(name):
+    """Every byte a token: holes before a fixed token are first tried with single-byte tokens only
+    (a witness pass); the answers equal walking every token of every hole (``shortcuts=False``,
+    exact against brute force above), True and False both met."""
+    extra = [b"((", b"))", b"12", b"+(", b"ab ", b"a.", b"2)", b"b b"]
+    vocab = sg.Vocabulary.from_bytes([bytes([b]) for b in range(256)] + extra + [None], eos_ids=[256 + len(extra)])
+    cg = sg.compile(sg.Grammar.from_lark(BYTE_GRAMMARS[name]), vocab)
+    alphabet = sorted(set(b"()+*0123456789ab ."))
+    rng = np.random.default_rng(11)
+    seen = set()
+    sentences = {"brackets": [b"(()())", b"((()))()"], "arith": [b"1+(2*3)", b"(12+4)*5"],
+                 "words": [b"ab b.", b"a ba bb."]}[name]
+    for _ in range(40):  # a sentence, some bytes holes, sometimes one byte changed
+        canvas = list(sentences[int(rng.integers(0, len(sentences)))])
+        if rng.random() < 0.4:
+            canvas[int(rng.integers(0, len(canvas)))] = int(rng.choice(alphabet))
+        for i in range(len(canvas) - 1):
+            if rng.random() < 0.35:
+                canvas[i] = M
+        if M not in canvas or canvas.count(M) > 3:
+            continue
+        for final in (False, True):
+            fast = completable(cg, canvas, mask_token_id=M, final=final)
+            slow = completable(cg, canvas, mask_token_id=M, final=final, shortcuts=False)
+            assert fast == slow, (canvas, final)
+            seen.add(fast)
+        # holes restricted to a few tokens (multi-byte ones too): against enumerating them
+        holes = [i for i, t in enumerate(canvas) if t == M]
+        sets = {i: sorted(set(rng.choice(alphabet, 3).tolist()) | {256 + int(rng.integers(0, len(extra)))})
+                for i in holes}
+        for final in (False, True):
+            want = False
+            for fill in itertools.product(*(sets[i] for i in holes)):
+                full = list(canvas)
+                for i, t in zip(holes, fill):
+                    full[i] = t
+                m = cg.matcher()
+                if m.advance_many(full) == len(full) and (m.is_accepting() or not final):
+                    want = True
+                    break
+            assert completable(cg, canvas, mask_token_id=M, final=final, restrict=sets) == want, (canvas, sets)
+    assert seen == {True, False}
 
 
 def _bfs_bytes(m, alphabet, depth):

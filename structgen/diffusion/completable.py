@@ -32,6 +32,12 @@ single-byte token of the vocabulary, as in byte-level BPE and byte-fallback voca
 any live point then extends by one more token or by EOS.  With ``final=True`` and such a
 vocabulary, ``k`` trailing holes are enough when the shortest completion of the grammar
 point is at most ``k`` bytes (:meth:`~.lattice.Chart.min_bytes`); otherwise they are walked.
+
+Holes before a fixed token, with such a vocabulary, are first tried with single-byte tokens only
+(each hole's walk one trie level deep): a filling found there is a filling of the canvas, so
+True is final; otherwise every token of every hole is walked.  Runs of holes are where the full
+walk grows (the points joined after one hole seed the next), and a run of ``k`` holes always has
+the ``256 ** k`` single-byte fillings among its fillings.
 """
 from __future__ import annotations
 
@@ -130,10 +136,50 @@ def completable(compiled, tokens, *, mask_token_id: int, state=None, final: bool
             raise TypeError(f"completable() got an unexpected keyword argument {k!r}")
         lim[k] = int(v)
     vocab = compiled.vocab
-    canvas = Canvas(tokens, mask_token_id, vocab.eos_ids if eos_ids is None else eos_ids, restrict,
-                    vocab.logits_width)
+    eos = vocab.eos_ids if eos_ids is None else eos_ids
+    canvas = Canvas(tokens, mask_token_id, eos, restrict, vocab.logits_width)
     reader = _reader(compiled, state, lim)
+    if isinstance(reader, _GrammarChart) and reader.bytes_covered and shortcuts:
+        # A quick witness first: the inner holes filled with single-byte tokens only (each trie walk
+        # one level deep).  Its fillings are fillings of the canvas, so True is the answer; after
+        # False the full walk decides.  Runs of holes are where the full walk grows.
+        narrow = _single_byte_inner(canvas, vocab, restrict)
+        if narrow is not None:
+            if scan(reader, Canvas(tokens, mask_token_id, eos, narrow, vocab.logits_width), final,
+                    tail_walk=tail_walk):
+                return True
+            reader = _reader(compiled, state, lim)
     return scan(reader, canvas, final, shortcuts=shortcuts, tail_walk=tail_walk)
+
+
+def _single_byte_inner(canvas: Canvas, vocab, restrict) -> dict | None:
+    """``restrict`` narrowed to the single-byte tokens at every hole before the last fixed token
+    (None when no hole is there or none is left unrestricted)."""
+    fixed = np.flatnonzero(~canvas.hole)
+    if fixed.size == 0:
+        return None
+    inner = np.flatnonzero(canvas.hole[:int(fixed[-1])])
+    if inner.size == 0:
+        return None
+    single = _single_byte_tokens(vocab)
+    out = dict(restrict or {})
+    for i in inner.tolist():
+        toks = out.get(i)
+        out[i] = single if toks is None else np.intersect1d(np.asarray(toks, np.int64), single)
+    return out
+
+
+_SINGLE_BYTES = caching.LRU(8, name="diffusion.single_byte_tokens")  # vocabulary fingerprint -> ids
+
+
+def _single_byte_tokens(vocab) -> np.ndarray:
+    """The ids of the normal single-byte tokens (cached per vocabulary)."""
+    hit = _SINGLE_BYTES.get(vocab.fingerprint)
+    if hit is None:
+        lengths = np.diff(vocab.token_offsets)[:vocab.is_normal.shape[0]]
+        hit = np.flatnonzero((lengths == 1) & vocab.is_normal[:lengths.shape[0]]).astype(np.int64)
+        _SINGLE_BYTES.put(vocab.fingerprint, hit)
+    return hit
 
 
 def tail_fits(compiled, state, k: int, final: bool, **limits) -> bool:

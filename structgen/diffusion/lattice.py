@@ -159,9 +159,11 @@ def _join(items, set_off, n0, ns, front, nf, out_items, out_set_off, out_ns0, ou
 def hole_walk(items, set_off, n0, front, nfront, fst, comp,
               NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr, trans, gacc, gout, gterm, tstart,
               mark, stampbox, node_byte, node_depth, node_end, tok_ptr, tok_ids, allow,
-              out_items, out_set_off, out_ns, out_front, fkeys, reach, cmap, enc, skeys, svals, max_nodes):
+              out_items, out_set_off, out_ns, out_front, fkeys, reach, cmap, enc, skeys, svals, max_nodes,
+              max_depth):
     """One hole: every token of the trie from the point (``n0`` sets, frontier ``front``), joined
-    (only tokens ``t`` with ``allow[t]`` when ``allow`` is not empty).
+    (only tokens ``t`` with ``allow[t]`` when ``allow`` is not empty; no trie path past
+    ``max_depth`` bytes, the longest allowed token).
 
     The work chart ``items``/``set_off`` holds the point's sets below ``n0`` and is scratch
     above; ``fst[d]`` is the frontier after the ``d`` bytes of the current trie path.  The output
@@ -214,7 +216,7 @@ def hole_walk(items, set_off, n0, front, nfront, fst, comp,
                                        out_ns, out_front, out_nf, fkeys, reach, cmap, enc, skeys, svals)
             if st != OK:
                 return st, out_ns, out_nf, acc_any, nodes
-        c += 1
+        c = node_end[c] if d >= max_depth else c + 1
     return OK, out_ns, out_nf, acc_any, nodes
 
 
@@ -337,8 +339,12 @@ class Chart:
     def step_hole(self, allow: np.ndarray | None = None) -> bool:
         """Join every token after the current point (see :func:`hole_walk`); with ``allow`` (bool
         per token id) only those it allows."""
-        allow = _ALL if allow is None else np.ascontiguousarray(allow, np.uint8)
         trie = self.engine.trie
+        if allow is None:
+            allow, longest = _ALL, int(trie.max_depth)
+        else:
+            allow = np.ascontiguousarray(allow, np.uint8)
+            longest = _longest_allowed(trie, allow)
         depth = int(trie.max_depth) + 2
         used = int(self.set_off[self.n_sets])
         out_items_n = used + 1024
@@ -369,7 +375,8 @@ class Chart:
                 self.items, self.set_off, self.n_sets, self.front, self.front.shape[0], fst, self.comp, *self.ga,
                 self.mark, self.stamp, trie.node_byte, trie.node_depth, trie.node_end, trie.tok_ptr,
                 trie.tok_ids, allow,
-                out_items, out_set_off, self.n_sets, out_front, fkeys, reach, cmap, enc, skeys, svals, budget)
+                out_items, out_set_off, self.n_sets, out_front, fkeys, reach, cmap, enc, skeys, svals, budget,
+                longest)
             if st == OK:
                 break
             if st == WORK_LIMIT:
@@ -401,6 +408,26 @@ class Chart:
             self.fbuf = np.empty((2, self.fcap, 2), np.int32)
         self._reserve(int(self.set_off[self.n_sets]) + 1024, self.n_sets + 64)
         return True
+
+
+_TOKEN_LENGTHS: dict = {}
+
+
+def _longest_allowed(trie, allow: np.ndarray) -> int:
+    """Bytes of the longest token ``allow`` admits (per trie, the token lengths cached)."""
+    hit = _TOKEN_LENGTHS.get(id(trie))
+    if hit is None or hit[0] is not trie:
+        n = int(trie.tok_ids.max()) + 1 if trie.tok_ids.size else 0
+        lengths = np.zeros(n, np.int64)
+        counts = np.diff(trie.tok_ptr)
+        lengths[trie.tok_ids] = np.repeat(np.asarray(trie.node_depth, np.int64)[:counts.shape[0]], counts)
+        hit = (trie, lengths)
+        _TOKEN_LENGTHS.clear()  # one vocabulary at a time is the common case
+        _TOKEN_LENGTHS[id(trie)] = hit
+    lengths = hit[1]
+    k = min(lengths.shape[0], allow.shape[0])
+    sel = lengths[:k][allow[:k].astype(bool)]
+    return int(sel.max()) if sel.size else 0
 
 
 # ---------------------------------------------------------------------------- shortest completions
