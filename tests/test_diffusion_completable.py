@@ -256,6 +256,9 @@ def test_limits_raise_never_guess(grammars):
     cg, _, toks = grammars["json"]
     with pytest.raises(LimitExceeded):
         completable(cg, [M, M, M, toks.index("}")], mask_token_id=M, max_nodes=3)
+    with pytest.raises(LimitExceeded, match="max_work"):
+        completable(cg, [M, M, M, toks.index("}")], mask_token_id=M, max_work=50)
+    assert completable(cg, [M, M, M, toks.index("}")], mask_token_id=M) == brute(cg, [M, M, M, toks.index("}")], False)
 
 
 def test_key_guarded_schema_uses_the_fork_search():

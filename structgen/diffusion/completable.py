@@ -54,7 +54,7 @@ __all__ = ["completable", "tail_fits", "Canvas", "DEFAULT_LIMITS"]
 
 #: default work bounds of :func:`completable` (each a keyword argument of it)
 DEFAULT_LIMITS = {"max_nodes": 5_000_000, "max_total_nodes": 50_000_000, "max_items": 20_000_000,
-                  "max_configs": 20_000}
+                  "max_work": 2_000_000_000, "max_configs": 20_000}
 
 _SUCC = caching.LRU(1 << 16, name="diffusion.successors")     # (TokenDFA, state) -> successor states
 _BYTES_COVERED = caching.LRU(64, name="diffusion.single_bytes")  # vocabulary fingerprint -> bool
@@ -124,7 +124,8 @@ def completable(compiled, tokens, *, mask_token_id: int, state=None, final: bool
             without walking the holes.  The lookahead keeps this stronger invariant, so that
             its left-to-right filling always finds a token by the tail test.
         limits: ``max_nodes`` (trie nodes one hole may step), ``max_total_nodes`` (all holes
-            together), ``max_items`` (chart items),
+            together), ``max_work`` (Earley items and frontier points made by all hole walks:
+            their time, about 0.1 µs each here), ``max_items`` (chart items),
             ``max_configs`` (matcher forks of the generic search); see :data:`DEFAULT_LIMITS`.
     Raises:
         LimitExceeded: a bound was passed (the answer is unknown, never guessed).
@@ -256,7 +257,7 @@ def _reader(compiled, state, lim):
     if engine is not None and not guarded:
         if state is None:
             chart = Chart.start(engine, max_nodes=lim["max_nodes"], max_items=lim["max_items"],
-                                max_total_nodes=lim["max_total_nodes"])
+                                max_total_nodes=lim["max_total_nodes"], max_work=lim["max_work"])
         else:
             get = getattr(state, "chart_state", None)
             if get is None or getattr(state, "engine", None) is not engine:
@@ -265,7 +266,8 @@ def _reader(compiled, state, lim):
             if terminated:
                 return None
             chart = Chart(engine, items, set_off, n_sets, front, acc, max_nodes=lim["max_nodes"],
-                          max_items=lim["max_items"], max_total_nodes=lim["max_total_nodes"])
+                          max_items=lim["max_items"], max_total_nodes=lim["max_total_nodes"],
+                          max_work=lim["max_work"])
         return _GrammarChart(chart, _single_bytes_covered(compiled.vocab))
     m = compiled.matcher() if state is None else state.fork()
     if m.is_terminated():

@@ -160,7 +160,7 @@ def hole_walk(items, set_off, n0, front, nfront, fst, comp,
               NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr, trans, gacc, gout, gterm, tstart,
               mark, stampbox, node_byte, node_depth, node_end, tok_ptr, tok_ids, allow,
               out_items, out_set_off, out_ns, out_front, fkeys, reach, cmap, enc, skeys, svals, max_nodes,
-              max_depth):
+              max_depth, max_work):
     """One hole: every token of the trie from the point (``n0`` sets, frontier ``front``), joined
     (only tokens ``t`` with ``allow[t]`` when ``allow`` is not empty; no trie path past
     ``max_depth`` bytes, the longest allowed token).
@@ -169,8 +169,9 @@ def hole_walk(items, set_off, n0, front, nfront, fst, comp,
     above; ``fst[d]`` is the frontier after the ``d`` bytes of the current trie path.  The output
     chart must hold the point's sets already (``out_ns`` of them); ``fkeys`` (all -1) is the
     output frontier's hash set, ``skeys`` (all -1) the table of the sets joined.  Returns
-    ``(status, out_ns, out_nf, accepting, nodes)``: ``accepting`` whether some filling leaves a
-    complete sentence; ``nodes`` the trie nodes stepped."""
+    ``(status, out_ns, out_nf, accepting, nodes, work)``: ``accepting`` whether some filling leaves a
+    complete sentence; ``nodes`` the trie nodes stepped; ``work`` the Earley items and frontier
+    points those steps made (WORK_LIMIT past ``max_work``)."""
     for q in range(nfront):
         fst[0, q, 0] = front[q, 0]
         fst[0, q, 1] = front[q, 1]
@@ -183,6 +184,7 @@ def hole_walk(items, set_off, n0, front, nfront, fst, comp,
     out_nf = 0
     acc_any = False
     nodes = 0
+    work = 0
     n = node_byte.shape[0]
     c = 1
     while c < n:
@@ -191,13 +193,14 @@ def hole_walk(items, set_off, n0, front, nfront, fst, comp,
             c = node_end[c]
             continue
         nodes += 1
-        if nodes > max_nodes:
-            return WORK_LIMIT, out_ns, out_nf, acc_any, nodes
+        if nodes > max_nodes or work > max_work:
+            return WORK_LIMIT, out_ns, out_nf, acc_any, nodes, work
         nf2, ns2, acc = earley.step_byte(node_byte[c], items, set_off, nsets[d - 1], fst[d - 1], nfs[d - 1],
                                          fst[d], comp, NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable,
                                          final_dr, trans, gacc, gout, gterm, tstart, mark, stampbox)
         if nf2 < 0:
-            return WORK_FULL, out_ns, out_nf, acc_any, nodes
+            return WORK_FULL, out_ns, out_nf, acc_any, nodes, work
+        work += nf2 + set_off[ns2] - set_off[nsets[d - 1]]
         if nf2 == 0 and not acc:
             c = node_end[c]
             continue
@@ -215,9 +218,9 @@ def hole_walk(items, set_off, n0, front, nfront, fst, comp,
             st, out_ns, out_nf = _join(items, set_off, n0, ns2, fst[d], nf2, out_items, out_set_off, out_ns0,
                                        out_ns, out_front, out_nf, fkeys, reach, cmap, enc, skeys, svals)
             if st != OK:
-                return st, out_ns, out_nf, acc_any, nodes
+                return st, out_ns, out_nf, acc_any, nodes, work
         c = node_end[c] if d >= max_depth else c + 1
-    return OK, out_ns, out_nf, acc_any, nodes
+    return OK, out_ns, out_nf, acc_any, nodes, work
 
 
 _ALL = np.zeros(0, np.uint8)  # (no filter)
@@ -233,12 +236,13 @@ class Chart:
 
     ``step_bytes`` reads fixed bytes (a token of the canvas), ``step_hole`` one hole.  Both
     return False when nothing survives (the point is then unchanged).  ``max_nodes`` bounds
-    the trie nodes one hole may step, ``max_total_nodes`` those of all holes, ``max_items`` the
+    the trie nodes one hole may step, ``max_total_nodes`` those of all holes, ``max_work`` the
+    Earley items and frontier points all hole walks make (the time they take), ``max_items`` the
     chart; past them
     :class:`~structgen.errors.LimitExceeded`."""
 
     def __init__(self, engine, items, set_off, n_sets, front, acc, *, max_nodes: int, max_items: int,
-                 max_total_nodes: int | None = None):
+                 max_total_nodes: int | None = None, max_work: int | None = None):
         self.engine = engine
         self.ga = tuple(engine.grammar_arrays)
         tb = engine.tables
@@ -250,12 +254,15 @@ class Chart:
         self.max_nodes = int(max_nodes)
         self.max_items = int(max_items)
         self.max_total_nodes = None if max_total_nodes is None else int(max_total_nodes)
+        self.max_work = None if max_work is None else int(max_work)
         self.mark = np.zeros(2 * max(tb.n_dr, 1), np.int64)
         self.stamp = np.zeros(2, np.int64)
         self.comp = np.empty((256, 2), np.int32)
         self.fcap = max(64, 2 * self.front.shape[0])
         self.fbuf = np.empty((2, self.fcap, 2), np.int32)
         self.nodes = 0  # trie nodes stepped by holes so far (work counter)
+        self.work = 0  # Earley items and frontier points those steps made
+        self._grew = (1024, 256, 256, 1024)  # the last hole's output growth (items, sets) and table sizes
         self._reserve(self.items.shape[0] + 1024, self.set_off.shape[0] + 64)
 
     @classmethod
@@ -347,10 +354,16 @@ class Chart:
             longest = _longest_allowed(trie, allow)
         depth = int(trie.max_depth) + 2
         used = int(self.set_off[self.n_sets])
-        out_items_n = used + 1024
-        out_sets_n = self.n_sets + 256
+        # output buffers sized from the last hole (a run of holes grows the joined chart each time;
+        # a buffer found too small costs a whole walk again)
+        grew = self._grew
+        out_items_n = 2 * used + max(1024, 4 * grew[0])
+        out_sets_n = 2 * self.n_sets + max(256, 4 * grew[1])
         out_front_n = max(256, 4 * self.front.shape[0])
-        enc_n, table_n = 1024, 256
+        table_n, enc_n = grew[2], grew[3]
+        # the work chart holds the point's sets and one scratch set per byte of the trie path
+        widest = int(np.diff(self.set_off[:self.n_sets + 1]).max(initial=0))
+        self._reserve(used + max(1024, 4 * grew[0], 2 * depth * widest), 2 * self.n_sets + depth + 2)
         while True:
             self._reserve(used + 1024, self.n_sets + depth + 2)
             fcap = max(self.fcap, self.front.shape[0])
@@ -371,15 +384,19 @@ class Chart:
             budget = self.max_nodes
             if self.max_total_nodes is not None:
                 budget = min(budget, self.max_total_nodes - self.nodes)
-            st, out_ns, out_nf, acc, nodes = hole_walk(
+            work_left = (1 << 62) if self.max_work is None else self.max_work - self.work
+            st, out_ns, out_nf, acc, nodes, work = hole_walk(
                 self.items, self.set_off, self.n_sets, self.front, self.front.shape[0], fst, self.comp, *self.ga,
                 self.mark, self.stamp, trie.node_byte, trie.node_depth, trie.node_end, trie.tok_ptr,
                 trie.tok_ids, allow,
                 out_items, out_set_off, self.n_sets, out_front, fkeys, reach, cmap, enc, skeys, svals, budget,
-                longest)
+                longest, work_left)
             if st == OK:
                 break
             if st == WORK_LIMIT:
+                if work > work_left:
+                    raise LimitExceeded(f"the holes' walks made more than {self.max_work} Earley items and points",
+                                        "max_work", self.max_work)
                 if budget < self.max_nodes:
                     raise LimitExceeded(f"the holes' token walks passed {self.max_total_nodes} trie nodes",
                                         "max_total_nodes", self.max_total_nodes)
@@ -387,18 +404,20 @@ class Chart:
             if st == WORK_FULL:
                 self._grow_work()
             elif st == OUT_ITEMS_FULL:
-                out_items_n *= 2
+                out_items_n *= 4
             elif st == OUT_SETS_FULL:
-                out_sets_n *= 2
+                out_sets_n *= 4
             elif st == OUT_FRONT_FULL:
-                out_front_n *= 2
+                out_front_n *= 4
             elif st == TABLE_FULL:
-                table_n *= 2
+                table_n *= 4
             else:  # ENC_FULL
-                enc_n *= 2
+                enc_n *= 4
             if out_items_n > self.max_items:
                 raise LimitExceeded("the joined chart after a hole is too large", "max_items", self.max_items)
         self.nodes += int(nodes)
+        self.work += int(work)
+        self._grew = (int(out_set_off[out_ns]) - used, int(out_ns) - self.n_sets, table_n, enc_n)
         if out_nf == 0 and not acc:
             return False
         self.items, self.set_off, self.n_sets = out_items, out_set_off, int(out_ns)

@@ -49,7 +49,8 @@ from .sampler import BlockStep, register_method
 __all__ = ["Lookahead", "LookaheadStats", "DEFAULTS", "denoise"]
 
 #: options of the engines ``generate(method="lookahead")`` builds (change them here)
-DEFAULTS = {"beam_width": 5, "tau": 5, "limits": {"max_total_nodes": 1_000_000}, "tail_nodes": 300_000,
+DEFAULTS = {"beam_width": 5, "tau": 5, "limits": {"max_total_nodes": 1_000_000, "max_work": 10_000_000},
+            "tail_nodes": 300_000,
             "exact_max_holes": 4}
 
 
