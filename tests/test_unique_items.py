@@ -350,6 +350,17 @@ def test_the_plan_refuses_branch_dependent_uniqueness(tiny):
     for text in [b'{"tags":"a"}', b'{"tags":["a","b"]}', b'{"tags":["a","a"]}', b'{"tags":{"more":[1,1]}}',
                  b'{"tags":{"more":[1,2]}}', b'{"tags":{"x":[1,1]}}']:
         assert _accepts(cg, tiny, text) == validator.is_valid(json.loads(text)), text
+    # properties named like applicators ("dependencies", "not") are names, not conditionals
+    named = {"type": "object", "properties": {
+        "dependencies": {"type": "object", "properties": {"config": {"type": "array", "uniqueItems": True}}},
+        "not": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}},
+        "$defs": {"if": {"type": "array", "uniqueItems": True}}}
+    cg = _compile(named, tiny)
+    assert cg.grammar.report.unique_items is not None
+    validator = jsonschema.Draft202012Validator(named)
+    for text in [b'{"dependencies":{"config":[1,1]}}', b'{"dependencies":{"config":[1,[1]]}}',
+                 b'{"not":["a","b","a"]}', b'{"not":["a","b"]}']:
+        assert _accepts(cg, tiny, text) == validator.is_valid(json.loads(text)), text
 
 
 def test_llama3_samples_validate():

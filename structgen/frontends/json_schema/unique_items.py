@@ -36,6 +36,8 @@ __all__ = ["UniquePlan", "unique_plan", "without_open_unique"]
 _CONDITIONAL = ("anyOf", "oneOf", "not", "if", "then", "else", "contains", "dependentSchemas",
                 "dependencies", "propertyNames", "unevaluatedItems", "unevaluatedProperties",
                 "contentSchema")
+#: keywords whose values map names to sub-schemas (a property may be called "not" or "dependencies")
+_NAME_MAPS = ("properties", "patternProperties", "$defs", "definitions")
 
 
 class UniquePlan:
@@ -288,6 +290,10 @@ def _conditional_unique(doc: SchemaDocument) -> set:
             return
         for k, v in node.items():
             if k in ("enum", "const", "examples", "default"):
+                continue
+            if k in _NAME_MAPS and isinstance(v, dict):  # property names, not keywords
+                for sub in v.values():
+                    walk(sub)
                 continue
             if k in _CONDITIONAL and not (k in ("anyOf", "oneOf") and type_disjoint(doc, v, doc.base(node))):
                 under(v)
