@@ -361,6 +361,24 @@ def test_the_plan_refuses_branch_dependent_uniqueness(tiny):
     for text in [b'{"dependencies":{"config":[1,1]}}', b'{"dependencies":{"config":[1,[1]]}}',
                  b'{"not":["a","b","a"]}', b'{"not":["a","b"]}']:
         assert _accepts(cg, tiny, text) == validator.is_valid(json.loads(text)), text
+    # an anyOf / oneOf of one branch always holds (jscsrc's {"type": [...], "oneOf": [{"$ref": ...}]})
+    single = {"type": ["array", "null"], "oneOf": [{"$ref": "#/$defs/l"}],
+              "$defs": {"l": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}}}
+    cg = _compile(single, tiny)
+    validator = jsonschema.Draft202012Validator(single)
+    for text in [b'["a","b","a"]', b'["a","b"]', b'null', b'[]']:
+        assert _accepts(cg, tiny, text) == validator.is_valid(json.loads(text)), text
+    # branches whose scalar types overlap: only one takes arrays, so it holds for every array
+    overlap = {"oneOf": [{"type": ["array", "null"], "items": {"enum": list("abcdefghij")}, "uniqueItems": True},
+                         {"type": "null"}, {"type": ["boolean", "string"]}]}
+    cg = _compile(overlap, tiny)
+    assert cg.grammar.report.unique_items is not None
+    validator = jsonschema.Draft202012Validator(overlap)
+    for text in [b'["a","b","a"]', b'["a","b"]', b'null', b'true', b'"x"']:
+        assert _accepts(cg, tiny, text) == validator.is_valid(json.loads(text)), text
+    two = {"anyOf": [{"type": "array", "uniqueItems": True}, {"type": ["array", "null"], "maxItems": 1}]}
+    with pytest.raises(Unsupported, match="uniqueItems"):
+        sg.Grammar.from_json_schema(two)  # two branches take arrays: still the compilers' error
 
 
 def test_llama3_samples_validate():

@@ -12,9 +12,10 @@ must be unique exactly when one of the sub-schemas at its path says so.  Under `
 ``oneOf``, ``not``, ``if`` / ``then`` / ``else``, ``contains``, ``dependentSchemas`` and the
 other conditional applicators it depends on which branch holds: those ``uniqueItems`` stay in
 the schema for the compilers (exact over small finite item sets, else their error) -- except in
-an ``anyOf`` / ``oneOf`` whose branches declare pairwise disjoint types ("a string or an array
-of unique strings"): the value's type picks the branch, so its unique arrays are as unconditional
-(:func:`type_disjoint`; the plan follows a branch only for values of its types).
+an ``anyOf`` / ``oneOf`` whose declared types let at most one branch take arrays and at most one
+take objects ("a string or an array of unique strings", "null, or a list of unique names"): a
+container's type picks the branch, so its unique arrays are as unconditional (:func:`type_disjoint`;
+the plan follows a branch only for values of its types).
 
 :class:`UniquePlan` is a small deterministic automaton over instance paths: a state is the set
 of sub-schemas applying at a path; ``step(state, key_or_index)`` follows one member or item,
@@ -192,18 +193,19 @@ def _types(doc: SchemaDocument, s, base):
 
 
 def type_disjoint(doc: SchemaDocument, branches, base="") -> bool:
-    """Are ``branches`` (an ``anyOf`` / ``oneOf`` list) schemas of pairwise disjoint declared types?
-    Then the type of a value decides which one can hold, and a unique array in the array branch
-    is as unconditional as one reached through ``allOf``."""
-    if not isinstance(branches, list) or len(branches) < 2:
+    """Does at most one of ``branches`` (an ``anyOf`` / ``oneOf`` list) admit arrays, and at most
+    one admit objects, by their declared types (a branch that declares none admits both)?  Then
+    for a container value the only branch that can hold must hold, and a unique array below it
+    is as unconditional as one reached through ``allOf`` (scalar types may overlap: they have no
+    items).  A single branch always holds."""
+    if not isinstance(branches, list) or not branches:
         return False
-    seen: set = set()
+    arrays = objects = 0
     for b in branches:
         ts = _types(doc, b, base)
-        if ts is None or ts & seen:
-            return False
-        seen |= ts
-    return True
+        arrays += ts is None or "array" in ts
+        objects += ts is None or "object" in ts
+    return arrays <= 1 and objects <= 1
 
 
 _OPEN_KEYWORDS = frozenset({"type", "minLength", "minItems", "minProperties", "required", "uniqueItems", "items",
