@@ -63,12 +63,64 @@ def dict_trie(ix: ItemIndex):
     return root
 
 
-def bench_size(n, vocab, rng, batches, depth, dict_max, reps):  # noqa: C901
+def random_titles(n, words, rng, lo=3, hi=8):
+    """``n`` distinct product-like titles: ``lo``-``hi`` words from ``words``, sometimes a model number."""
+    out, seen = [], set()
+    while len(out) < n:
+        k = int(rng.integers(lo, hi + 1))
+        t = " ".join(words[i] for i in rng.integers(0, len(words), size=k))
+        if rng.random() < 0.3:
+            t += f" {chr(65 + int(rng.integers(0, 26)))}{int(rng.integers(1, 1000))}"
+        if t not in seen:
+            seen.add(t)
+            out.append(t)
+    return out
+
+
+def title_words(vocab, limit=20000):
+    """Whole lower/title-case words of the vocabulary (tokens spelled ' word'), for random titles."""
+    words = []
+    for i in range(vocab.logits_width):
+        b = vocab.token_bytes(i) if vocab.is_normal[i] else b""
+        if len(b) >= 4 and b[:1] == b" " and b[1:].isalpha() and b[1:].isascii():
+            words.append(b[1:].decode())
+        if len(words) >= limit:
+            break
+    return words
+
+
+def padded(ix):
+    """The index's items as a ``[n, longest]`` matrix padded with -1, in sorted order."""
+    data, off = ix.flat_items()
+    lens = np.diff(off)
+    arr = np.full((lens.size, int(lens.max())), -1, np.int64)
+    cols = np.arange(arr.shape[1])[None, :] < lens[:, None]
+    arr[cols] = data
+    return arr
+
+
+def bench_titles(n, vocab, words, rng, batches, depth, dict_max, reps):
+    titles = random_titles(n, words, rng)
+    gc.collect()
+    t = time.perf_counter()
+    ix = ItemIndex.from_strings(titles, vocab)
+    build = time.perf_counter() - t
+    row = bench_index(ix, padded(ix), vocab.logits_width, build, rng, batches, depth, dict_max, reps)
+    row["title_bytes"] = sum(len(x.encode()) for x in titles) / n
+    return row
+
+
+def bench_size(n, vocab, rng, batches, depth, dict_max, reps):
     arr = semantic_ids(n, vocab, rng)
     gc.collect()
     t = time.perf_counter()
     ix = ItemIndex.from_token_ids(arr, vocab, eos_id=vocab)
     build = time.perf_counter() - t
+    return bench_index(ix, arr, vocab, build, rng, batches, depth, dict_max, reps)
+
+
+def bench_index(ix, arr, vocab, build, rng, batches, depth, dict_max, reps):  # noqa: C901
+    n = arr.shape[0]
     sorted_items = ix.items() if n <= dict_max else None
     row = {"n": n, "V": vocab, "items": ix.num_items, "nodes": ix.num_nodes, "build_s": build,
            "bytes_per_item": ix.nbytes / ix.num_items, "MB_per_1M": ix.nbytes / ix.num_items * 1e6 / 2 ** 20}
@@ -156,6 +208,8 @@ def main(argv=None):
     ap.add_argument("--dict-max", type=int, default=1000000)
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--build-sizes", default="", help="extra sizes timed for the build only (e.g. 10000000)")
+    ap.add_argument("--titles", default="", help="sizes of random-title item sets on --tokenizer (e.g. 10000,1000000)")
+    ap.add_argument("--tokenizer", default="tests/data/tokenizers/llama3")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)
@@ -164,8 +218,8 @@ def main(argv=None):
     print("| items | V | nodes | build s | bytes/item | MB per 1M |")
     print("|---|---|---|---|---|---|")
     rows = []
-    for V in [int(x) for x in a.vocab.split(",")]:
-        for n in [int(x) for x in a.sizes.split(",")]:
+    for V in [int(x) for x in a.vocab.split(",") if x]:
+        for n in [int(x) for x in a.sizes.split(",") if x]:
             r = bench_size(n, V, rng, batches, a.depth, a.dict_max, a.reps)
             rows.append(r)
             print(f"| {r['items']:,} | {V} | {r['nodes']:,} | {r['build_s']:.2f} | {r['bytes_per_item']:.1f} | "
@@ -179,6 +233,21 @@ def main(argv=None):
             print(f"| {ix.num_items:,} | {V} | {ix.num_nodes:,} | {build:.2f} | {ix.nbytes / ix.num_items:.1f} | "
                   f"{ix.nbytes / ix.num_items * 1e6 / 2 ** 20:.1f} |", flush=True)
             del arr, ix
+    if a.titles:
+        import structgen as sg
+
+        tv = sg.Vocabulary.from_tokenizer(a.tokenizer)
+        words = title_words(tv)
+        print()
+        print(f"random titles ({len(words):,} words of {a.tokenizer}); build s = from_strings, tokenization included")
+        print("| titles | V | nodes | build s | bytes/item | MB per 1M | title bytes |")
+        print("|---|---|---|---|---|---|---|")
+        for n in [int(x) for x in a.titles.split(",") if x]:
+            r = bench_titles(n, tv, words, rng, batches, a.depth, a.dict_max, a.reps)
+            r["kind"] = "titles"
+            rows.append(r)
+            print(f"| {r['items']:,} | {r['V']} | {r['nodes']:,} | {r['build_s']:.2f} | {r['bytes_per_item']:.1f} | "
+                  f"{r['MB_per_1M']:.1f} | {r['title_bytes']:.0f} |", flush=True)
     print()
     print(f"per-step latency (µs, best of {a.reps}) at depth {a.depth}; dict/csr = speed-up over the dict trie")
     print("| items | V | B×beams | csr | torch cpu | bsearch | dict | hf pafn | dict/csr | hf/csr | bsearch/csr |")
@@ -188,7 +257,7 @@ def main(argv=None):
             d, h, c = s.get("dict"), s.get("hf"), s["csr"]
             us = ["-" if x is None else f"{x * 1e6:.1f}" for x in (d, h)]
             ratio = ["-" if x is None else f"{x / c:.0f}x" for x in (d, h)]
-            print(f"| {r['items']:,} | {r['V']} | {B} | {c * 1e6:.1f} | {s['torch'] * 1e6:.1f} | "
+            print(f"| {r['items']:,}{' titles' if r.get('kind') == 'titles' else ''} | {r['V']} | {B} | {c * 1e6:.1f} | {s['torch'] * 1e6:.1f} | "
                   f"{s['bsearch'] * 1e6:.1f} | {us[0]} | {us[1]} | {ratio[0]} | {ratio[1]} | {s['bsearch'] / c:.0f}x |")
 
 
