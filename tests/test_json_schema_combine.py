@@ -283,3 +283,30 @@ def test_discriminator_splits_value_classes(tiny_vocab, monkeypatch):
     for v in [{"o": {"x": "s"}}, {"o": {"x": 1, "y": 1}}, {}, {"o": {}}]:  # without "k": sound
         if accepts(cg, tiny_vocab, json.dumps(v, separators=(",", ":")), r):
             assert val.is_valid(v), v
+
+
+@pytest.mark.parametrize("engine", ["auto", "dfa", "cfg"])
+def test_required_in_another_order_than_the_properties(tiny_vocab, engine):
+    """A ``required`` list beside ``allOf`` / ``$ref`` in another order than the parts' ``properties``
+    (JSONSchemaBench o91096): declared order follows the properties, not an empty intersection."""
+    from structgen.frontends.json_schema.reader import required_in_property_order
+
+    props = {"p": {"type": "string"}, "r": {"type": "integer"}, "z": {"type": "boolean"}}
+    schemas = [
+        {"$ref": "#/$defs/o", "$defs": {"o": {"type": "object", "properties": props}}, "required": ["z", "r", "p"]},
+        {"allOf": [{"type": "object", "properties": props}], "required": ["r", "p"]},
+        {"allOf": [{"type": "object", "properties": props}, {"required": ["z", "p"]}]},
+    ]
+    for schema in schemas:
+        cg = sg.compile(sg.Grammar.from_json_schema(schema, engine=engine), tiny_vocab, cache=False)
+        val = jsonschema.Draft202012Validator(schema)
+        outcomes = set()
+        for v in [{"p": "a", "r": 1, "z": True}, {"p": "a", "r": 1}, {"r": 1, "z": False}, {"p": "x", "z": True},
+                  {"p": 1, "r": 1, "z": True}]:
+            ok = val.is_valid(v)
+            outcomes.add(ok)
+            assert accepts(cg, tiny_vocab, json.dumps(v, separators=(",", ":"))) == ok, (schema, v)
+        assert outcomes == {True, False}
+    plain = {"type": "object", "properties": props, "required": ["r", "p"]}  # nothing combined: unchanged
+    assert required_in_property_order(plain) is plain
+    assert required_in_property_order(schemas[1])["required"] == ["p", "r"]

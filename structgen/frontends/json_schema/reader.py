@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urldefrag, urljoin
 
-from structgen.errors import SchemaError, Unsupported
+from structgen.errors import SchemaError, StructgenError, Unsupported
 
 from .keywords import (DATA_KEYWORDS, LATER_KEYWORDS, SCHEMA_LISTS, SCHEMA_MAPS, SCHEMA_VALUES,
                        TRIVIAL_KEYWORDS)
@@ -141,6 +141,76 @@ def without_keywords(root, names, keep=None):
                     out.pop(k, None)
                 else:
                     out[k] = new
+        return s if out is None else out
+
+    return walk(root)
+
+
+def required_in_property_order(root, draft: str | None = None):
+    """``root`` with the ``required`` lists of schema objects that combine sub-schemas (``allOf``,
+    a ``$ref`` with siblings) sorted in the order their parts declare ``properties``: the
+    parts' declared orders then agree, and their intersection is not emptied by two orders of the
+    same keys (``required`` is a set: validation does not change).  ``root`` itself when nothing
+    moves, else copies along the changed paths."""
+    try:
+        doc = SchemaDocument(root, draft)
+    except StructgenError:
+        return root  # the compilers name the problem
+    draft7 = doc.draft == "draft7"  # (older drafts read as draft-07: $ref siblings ignored)
+
+    def props_of(s, base) -> list:
+        """Property names ``s`` declares, its ``$ref`` target's and ``allOf`` members' included,
+        in key order (one level of ``$ref`` / ``allOf``)."""
+        if not isinstance(s, dict):
+            return []
+        out = []
+        for k in s:
+            if k == "properties" and isinstance(s[k], dict):
+                out += list(s[k])
+            elif k == "$ref" and isinstance(s[k], str):
+                try:
+                    t, _ = doc.resolve(s[k], doc.base(s, base), "")
+                except StructgenError:
+                    continue
+                if isinstance(t, dict):
+                    out += list(t.get("properties") or {}) if isinstance(t.get("properties"), dict) else []
+            elif k == "allOf" and isinstance(s[k], list):
+                for m in s[k]:
+                    if isinstance(m, dict):
+                        out += props_of({x: m[x] for x in ("properties", "$ref") if x in m}, doc.base(s, base))
+        return out
+
+    def ordered(req, order):
+        rank = {k: i for i, k in enumerate(dict.fromkeys(order))}
+        new = sorted(req, key=lambda k: (rank.get(k, len(rank)), req.index(k)))
+        return new if new != req else req
+
+    def walk(s, hint=None):
+        if not isinstance(s, dict):
+            return s
+        out = None
+        combines = "allOf" in s or ("$ref" in s and not draft7)
+        order = (list(hint or []) + props_of(s, None)) if combines or hint else None
+        for k, v in s.items():
+            if k == "required" and order and isinstance(v, list) and all(isinstance(x, str) for x in v):
+                new = ordered(v, order)
+            elif k == "allOf" and isinstance(v, list) and combines:
+                vals = [walk(x, order) for x in v]
+                new = vals if any(a is not b for a, b in zip(vals, v)) else v
+            elif k in SCHEMA_MAPS and isinstance(v, dict):
+                vals = {n: walk(x) for n, x in v.items()}
+                new = vals if any(vals[n] is not v[n] for n in v) else v
+            elif k in SCHEMA_LISTS and isinstance(v, list):
+                vals = [walk(x) for x in v]
+                new = vals if any(a is not b for a, b in zip(vals, v)) else v
+            elif k in SCHEMA_VALUES:
+                new = walk(v)
+            else:
+                new = v
+            if new is not v and out is None:
+                out = dict(s)
+            if out is not None:
+                out[k] = new
         return s if out is None else out
 
     return walk(root)

@@ -53,7 +53,7 @@ from .cfg import compile_json_schema_cfg
 from .empty import empty_error
 from .hygiene import with_hygiene
 from .options import grammar_options, parse_json_text, regular_options
-from .reader import SchemaDocument, for_declared_draft, read_schema
+from .reader import SchemaDocument, for_declared_draft, read_schema, required_in_property_order
 from .regular import compile_json_schema
 from .dynamic_refs import resolve_dynamic_refs
 from .unevaluated import rewrite_unevaluated
@@ -85,6 +85,7 @@ def _compile_with(engine, schema, dfa_max_states, dfa_work_budget, options):
         raise ValueError("engine must be 'auto', 'dfa' or 'cfg'")
     schema = resolve_dynamic_refs(for_declared_draft(parse_json_text(schema)), options.get("draft"))
     schema = rewrite_unevaluated(schema, options.get("draft"), options.get("lenient", False))
+    schema = required_in_property_order(schema, options.get("draft"))
     schema, plan = _open_unique(schema, options)
     doc = read_schema(schema, options.get("draft"))
     options = with_hygiene(options)
