@@ -257,7 +257,8 @@ def main(argv=None):
             d, h, c = s.get("dict"), s.get("hf"), s["csr"]
             us = ["-" if x is None else f"{x * 1e6:.1f}" for x in (d, h)]
             ratio = ["-" if x is None else f"{x / c:.0f}x" for x in (d, h)]
-            print(f"| {r['items']:,}{' titles' if r.get('kind') == 'titles' else ''} | {r['V']} | {B} | {c * 1e6:.1f} | {s['torch'] * 1e6:.1f} | "
+            name = f"{r['items']:,}" + (" titles" if r.get("kind") == "titles" else "")
+            print(f"| {name} | {r['V']} | {B} | {c * 1e6:.1f} | {s['torch'] * 1e6:.1f} | "
                   f"{s['bsearch'] * 1e6:.1f} | {us[0]} | {us[1]} | {ratio[0]} | {ratio[1]} | {s['bsearch'] / c:.0f}x |")
 
 
