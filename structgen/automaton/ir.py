@@ -194,6 +194,10 @@ class CharSet(Node):
     def union(self, other: "CharSet") -> "CharSet":
         return CharSet.of(self.ranges + other.ranges)
 
+    def difference(self, other: "CharSet") -> "CharSet":
+        """The code points of ``self`` that are not in ``other``."""
+        return self.negate().union(other).negate()
+
     def contains(self, cp: int) -> bool:
         return any(a <= cp <= b for a, b in self.ranges)
 

@@ -285,20 +285,6 @@ def _chars(text: str) -> ir.CharSet:
     return ir.CharSet.of([(ord(c), ord(c)) for c in text])
 
 
-def _minus(cs: ir.CharSet, text: str) -> ir.CharSet:
-    out = []
-    for a, b in cs.ranges:
-        lo = a
-        for c in sorted(ord(x) for x in text):
-            if lo <= c <= b:
-                if lo <= c - 1:
-                    out.append((lo, c - 1))
-                lo = c + 1
-        if lo <= b:
-            out.append((lo, b))
-    return ir.CharSet.of(out)
-
-
 @lru_cache(maxsize=None)
 def _ecma_regex(depth: int) -> ir.Node:
     """The sound subset of ECMA-262 ``u``-flag pattern syntax described in the module docstring."""
@@ -319,7 +305,7 @@ def _ecma_regex(depth: int) -> ir.Node:
     for first, last in (("0", "9"), ("a", "z"), ("A", "Z")):
         ranges.append(ir.seq(lit(first + "-"), _cs((first, last))))
         ranges.append(ir.seq(_cs((first, last)), lit("-" + last)))
-    class_char = _minus(scalar, "\\]-")
+    class_char = scalar.difference(_chars("\\]-"))
     class_atom = ir.alt(class_char, ir.seq(lit("\\"), ir.alt(_chars("b-"), class_escape, char_escape)), *ranges)
     body = ir.repeat(class_atom, 0, None)
     klass = ir.seq(lit("["), ir.optional(lit("^")), ir.alt(ir.seq(lit("-"), body), ir.seq(body, ir.optional(lit("-")))),
@@ -328,7 +314,7 @@ def _ecma_regex(depth: int) -> ir.Node:
                    *[ir.seq(ir.repeat(digit, k, k), lit(","), nonzero, ir.repeat(digit, k, 3)) for k in (1, 2, 3)],
                    ir.seq(ir.repeat(digit, 1, 4), ir.optional(lit(","))))
     quant = ir.seq(ir.alt(_chars("*+?"), ir.seq(lit("{"), count, lit("}"))), ir.optional(lit("?")))
-    pattern_char = _minus(scalar, syntax)
+    pattern_char = scalar.difference(_chars(syntax))
     name = ir.seq(_cs(("A", "Z"), ("a", "z"), ("_", "_"), ("$", "$")),
                   ir.repeat(_cs(("A", "Z"), ("a", "z"), ("0", "9"), ("_", "_"), ("$", "$")), 0, None))
     assertion = ir.alt(_chars("^$"), lit("\\b"), lit("\\B"))

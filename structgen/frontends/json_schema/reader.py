@@ -111,6 +111,36 @@ def for_declared_draft(root):
     return without_keywords(root, LATER_KEYWORDS[d])
 
 
+def _rebuilt(s: dict, value) -> dict:
+    """Schema object ``s`` with each keyword's value ``v`` replaced by ``value(k, v)`` (``_DROP``
+    removes the keyword); ``s`` itself when nothing changes, else a copy."""
+    out = None
+    for k, v in s.items():
+        new = value(k, v)
+        if new is not v and out is None:
+            out = dict(s)
+        if out is not None:
+            if new is _DROP:
+                out.pop(k, None)
+            else:
+                out[k] = new
+    return s if out is None else out
+
+
+def _sub_walked(k: str, v, walk):
+    """Keyword ``k``'s value ``v`` with ``walk`` applied to the sub-schemas it holds (maps, lists or
+    one schema, by the keyword); ``v`` itself when none changes."""
+    if k in SCHEMA_MAPS and isinstance(v, dict):
+        vals = {n: walk(x) for n, x in v.items()}
+        return vals if any(vals[n] is not v[n] for n in v) else v
+    if k in SCHEMA_LISTS and isinstance(v, list):
+        vals = [walk(x) for x in v]
+        return vals if any(a is not b for a, b in zip(vals, v)) else v
+    if k in SCHEMA_VALUES:
+        return walk(v)
+    return v
+
+
 def without_keywords(root, names, keep=None):
     """``root`` with the keywords ``names`` removed from every schema object in it (sub-schemas
     found through the applicators, not inside ``const``/``enum`` values or property names) but
@@ -119,29 +149,8 @@ def without_keywords(root, names, keep=None):
     def walk(s):
         if not isinstance(s, dict):
             return s
-        out = None
         drop = keep is None or not keep(s)
-        for k, v in s.items():
-            if k in names and drop:
-                new = _DROP
-            elif k in SCHEMA_MAPS and isinstance(v, dict):
-                vals = {n: walk(x) for n, x in v.items()}
-                new = vals if any(vals[n] is not v[n] for n in v) else v
-            elif k in SCHEMA_LISTS and isinstance(v, list):
-                vals = [walk(x) for x in v]
-                new = vals if any(a is not b for a, b in zip(vals, v)) else v
-            elif k in SCHEMA_VALUES:
-                new = walk(v)
-            else:
-                new = v
-            if new is not v and out is None:
-                out = dict(s)
-            if out is not None:
-                if new is _DROP:
-                    out.pop(k, None)
-                else:
-                    out[k] = new
-        return s if out is None else out
+        return _rebuilt(s, lambda k, v: _DROP if k in names and drop else _sub_walked(k, v, walk))
 
     return walk(root)
 
@@ -159,59 +168,44 @@ def required_in_property_order(root, draft: str | None = None):
     draft7 = doc.draft == "draft7"  # (older drafts read as draft-07: $ref siblings ignored)
 
     def props_of(s, base) -> list:
-        """Property names ``s`` declares, its ``$ref`` target's and ``allOf`` members' included,
-        in key order (one level of ``$ref`` / ``allOf``)."""
-        if not isinstance(s, dict):
-            return []
+        """Property names ``s`` declares, its ``$ref`` target's (one level) and its ``allOf``
+        members' included, in key order."""
         out = []
-        for k in s:
-            if k == "properties" and isinstance(s[k], dict):
-                out += list(s[k])
-            elif k == "$ref" and isinstance(s[k], str):
+        for k, v in s.items():
+            if k == "properties" and isinstance(v, dict):
+                out += list(v)
+            elif k == "$ref" and isinstance(v, str):
                 try:
-                    t, _ = doc.resolve(s[k], doc.base(s, base), "")
+                    t, _ = doc.resolve(v, doc.base(s, base), "")
                 except StructgenError:
                     continue
-                if isinstance(t, dict):
-                    out += list(t.get("properties") or {}) if isinstance(t.get("properties"), dict) else []
-            elif k == "allOf" and isinstance(s[k], list):
-                for m in s[k]:
+                if isinstance(t, dict) and isinstance(t.get("properties"), dict):
+                    out += list(t["properties"])
+            elif k == "allOf" and isinstance(v, list):
+                for m in v:
                     if isinstance(m, dict):
-                        out += props_of({x: m[x] for x in ("properties", "$ref") if x in m}, doc.base(s, base))
+                        out += props_of(m, doc.base(s, base))
         return out
 
     def ordered(req, order):
         rank = {k: i for i, k in enumerate(dict.fromkeys(order))}
-        new = sorted(req, key=lambda k: (rank.get(k, len(rank)), req.index(k)))
+        new = [req[i] for i in sorted(range(len(req)), key=lambda i: (rank.get(req[i], len(rank)), i))]
         return new if new != req else req
 
     def walk(s, hint=None):
         if not isinstance(s, dict):
             return s
-        out = None
         combines = "allOf" in s or ("$ref" in s and not draft7)
         order = (list(hint or []) + props_of(s, None)) if combines or hint else None
-        for k, v in s.items():
+
+        def value(k, v):
             if k == "required" and order and isinstance(v, list) and all(isinstance(x, str) for x in v):
-                new = ordered(v, order)
-            elif k == "allOf" and isinstance(v, list) and combines:
-                vals = [walk(x, order) for x in v]
-                new = vals if any(a is not b for a, b in zip(vals, v)) else v
-            elif k in SCHEMA_MAPS and isinstance(v, dict):
-                vals = {n: walk(x) for n, x in v.items()}
-                new = vals if any(vals[n] is not v[n] for n in v) else v
-            elif k in SCHEMA_LISTS and isinstance(v, list):
-                vals = [walk(x) for x in v]
-                new = vals if any(a is not b for a, b in zip(vals, v)) else v
-            elif k in SCHEMA_VALUES:
-                new = walk(v)
-            else:
-                new = v
-            if new is not v and out is None:
-                out = dict(s)
-            if out is not None:
-                out[k] = new
-        return s if out is None else out
+                return ordered(v, order)
+            if k == "allOf" and combines:  # the members' own required lists follow the same order
+                return _sub_walked(k, v, lambda x: walk(x, order))
+            return _sub_walked(k, v, walk)
+
+        return _rebuilt(s, value)
 
     return walk(root)
 
