@@ -339,10 +339,8 @@ def _single_bytes_covered(vocab) -> bool:
     key = vocab.fingerprint
     hit = _BYTES_COVERED.get(key)
     if hit is None:
-        lengths = np.diff(vocab.token_offsets)[:vocab.is_normal.shape[0]]
-        single = np.flatnonzero((lengths == 1) & vocab.is_normal[:lengths.shape[0]])
         covered = np.zeros(256, bool)
-        covered[vocab.token_data[vocab.token_offsets[single]]] = True
+        covered[vocab.token_data[vocab.token_offsets[_single_byte_tokens(vocab)]]] = True
         hit = bool(covered.all())
         _BYTES_COVERED.put(key, hit)
     return hit

@@ -365,7 +365,6 @@ class Chart:
         widest = int(np.diff(self.set_off[:self.n_sets + 1]).max(initial=0))
         self._reserve(used + max(1024, 4 * grew[0], 2 * depth * widest), 2 * self.n_sets + depth + 2)
         while True:
-            self._reserve(used + 1024, self.n_sets + depth + 2)
             fcap = max(self.fcap, self.front.shape[0])
             if depth * fcap > 1 << 24:
                 raise LimitExceeded("the completability frontier keeps growing", "frontier", fcap)
@@ -429,11 +428,11 @@ class Chart:
         return True
 
 
-_TOKEN_LENGTHS: dict = {}
+_TOKEN_LENGTHS = caching.LRU(8, name="diffusion.token_lengths")  # id(trie) -> (trie, bytes per token id)
 
 
 def _longest_allowed(trie, allow: np.ndarray) -> int:
-    """Bytes of the longest token ``allow`` admits (per trie, the token lengths cached)."""
+    """Bytes of the longest token ``allow`` admits (the token lengths cached per trie)."""
     hit = _TOKEN_LENGTHS.get(id(trie))
     if hit is None or hit[0] is not trie:
         n = int(trie.tok_ids.max()) + 1 if trie.tok_ids.size else 0
@@ -441,8 +440,7 @@ def _longest_allowed(trie, allow: np.ndarray) -> int:
         counts = np.diff(trie.tok_ptr)
         lengths[trie.tok_ids] = np.repeat(np.asarray(trie.node_depth, np.int64)[:counts.shape[0]], counts)
         hit = (trie, lengths)
-        _TOKEN_LENGTHS.clear()  # one vocabulary at a time is the common case
-        _TOKEN_LENGTHS[id(trie)] = hit
+        _TOKEN_LENGTHS.put(id(trie), hit)
     lengths = hit[1]
     k = min(lengths.shape[0], allow.shape[0])
     sel = lengths[:k][allow[:k].astype(bool)]

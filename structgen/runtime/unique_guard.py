@@ -76,11 +76,10 @@ def clear_duplicates(words, normal, qcount, in_string, tdata, toff, hdr, frames,
         uf -= 1
     # the earlier items whose bytes continue the item so far, found once (not once per token: the
     # item so far can be kilobytes long): where each continues, and where it ends
-    ncand = 0
     cand_at = np.empty(0, np.int64)
     cand_end = np.empty(0, np.int64)
     if pre_echo and uf >= 0:
-        cand_at, cand_end, ncand = echo_candidates(frames, uf, base, ip_lo, ip_hi, ip_prev, hist)
+        cand_at, cand_end = echo_candidates(frames, uf, base, ip_lo, ip_hi, ip_prev, hist)
     for w in range(words.shape[0]):
         x = np.uint32(words[w])
         while x:
@@ -96,7 +95,7 @@ def clear_duplicates(words, normal, qcount, in_string, tdata, toff, hdr, frames,
             if in_string and qcount[t] == 0:
                 # inside a string and no quote: the token only extends the item in progress, an echo
                 # when its bytes continue an earlier item's
-                if ncand and extends_echo(cand_at, cand_end, ncand, hist, tdata, toff[t], toff[t + 1]):
+                if cand_at.shape[0] and extends_echo(cand_at, cand_end, hist, tdata, toff[t], toff[t + 1]):
                     if ne < echoes.shape[0]:
                         echoes[ne] = t
                     ne += 1
@@ -115,7 +114,7 @@ def clear_duplicates(words, normal, qcount, in_string, tdata, toff, hdr, frames,
                 nu += 1
             elif st == OVERFLOW:
                 return -1, -1
-            elif echoes_after(shdr, sframes, uf, frames[uf, ISTART] if uf >= 0 else -1, cand_at, cand_end, ncand,
+            elif echoes_after(shdr, sframes, uf, frames[uf, ISTART] if uf >= 0 else -1, cand_at, cand_end,
                               ip_h1, ip_lo, ip_hi, ip_prev, hist, base, tdata, toff[t]):
                 if ne < echoes.shape[0]:
                     echoes[ne] = t

@@ -431,7 +431,7 @@ def open_item_echoes(hdr, frames, ip_h1, ip_lo, ip_hi, ip_prev, hist, base, data
 @njit(cache=True, nogil=True)
 def echo_candidates(frames, f, base, ip_lo, ip_hi, ip_prev, hist):
     """The earlier items of unique array ``f`` whose bytes start with the item so far
-    (``hist[ISTART:base]``): ``(continue at, end, count)`` -- positions in ``hist``."""
+    (``hist[ISTART:base]``): ``(continue at, end)`` -- positions in ``hist``, one per candidate."""
     start = frames[f, ISTART]
     n0 = base - start
     count = 0
@@ -456,14 +456,14 @@ def echo_candidates(frames, f, base, ip_lo, ip_hi, ip_prev, hist):
                 end[k] = ip_hi[e]
                 k += 1
         e = ip_prev[e]
-    return at, end, k
+    return at[:k], end[:k]
 
 
 @njit(cache=True, nogil=True)
-def extends_echo(cand_at, cand_end, ncand, hist, tdata, lo, hi):
+def extends_echo(cand_at, cand_end, hist, tdata, lo, hi):
     """Do the bytes ``tdata[lo:hi]`` continue one of the candidates of :func:`echo_candidates`
     (so that the item so far and then the token spell a prefix of an earlier item)?"""
-    for k in range(ncand):
+    for k in range(cand_at.shape[0]):
         a = cand_at[k]
         if cand_end[k] - a >= hi - lo:
             same = True
@@ -477,8 +477,7 @@ def extends_echo(cand_at, cand_end, ncand, hist, tdata, lo, hi):
 
 
 @njit(cache=True, nogil=True)
-def echoes_after(hdr, frames, f0, istart0, cand_at, cand_end, ncand, ip_h1, ip_lo, ip_hi, ip_prev, hist, base, data,
-                 lo):
+def echoes_after(hdr, frames, f0, istart0, cand_at, cand_end, ip_h1, ip_lo, ip_hi, ip_prev, hist, base, data, lo):
     """:func:`open_item_echoes` after a token fed from the state in which :func:`echo_candidates`
     gave ``cand_*`` for unique array ``f0`` (its item in progress starting at ``istart0``): when the
     token only extended that item, the candidates are compared with the token's bytes alone."""
@@ -499,7 +498,7 @@ def echoes_after(hdr, frames, f0, istart0, cand_at, cand_end, ncand, ip_h1, ip_l
             if ip_h1[e] == z1:
                 return True
             e = ip_prev[e]
-    return extends_echo(cand_at, cand_end, ncand, hist, data, lo, lo + hdr[POS] - base)
+    return extends_echo(cand_at, cand_end, hist, data, lo, lo + hdr[POS] - base)
 
 
 class ValueTracker:
