@@ -310,3 +310,60 @@ def test_required_in_another_order_than_the_properties(tiny_vocab, engine):
     plain = {"type": "object", "properties": props, "required": ["r", "p"]}  # nothing combined: unchanged
     assert required_in_property_order(plain) is plain
     assert required_in_property_order(schemas[1])["required"] == ["p", "r"]
+
+
+_INT = {"type": "integer"}
+_PATTERN_SCHEMAS = [
+    # seven disjoint anchored patterns, nothing else allowed
+    {"type": "object", "additionalProperties": False, "patternProperties": {
+        "^a$": {"type": "integer", "minimum": 0}, "^b$": {"type": "integer", "maximum": 5}, "^ab$": {"multipleOf": 2},
+        "^x": {"type": "string"}, "y$": {"type": "boolean"}, "^z$": {"type": "null"}, "^c[0-9]$": {}}},
+    # overlapping unanchored patterns beside a declared property and an additionalProperties schema
+    {"type": "object", "properties": {"q": _INT}, "additionalProperties": {"type": "string"}, "patternProperties": {
+        "a": {"type": "integer", "minimum": 0}, "b": {"type": "integer", "maximum": 5}, "ab": {"multipleOf": 2},
+        "^x": {"type": ["string", "integer"]}, "y$": {"not": {"type": "string"}}, "z": {"type": "null"}}},
+    # recursive: the grammar compiler's object rules
+    {"$ref": "#/$defs/n", "$defs": {"n": {"type": "object", "additionalProperties": False, "patternProperties": {
+        "^a": _INT, "^b": {"type": "string"}, "^x": {"type": "boolean"}, "y$": {"type": "null"}, "^z": _INT,
+        "^c": {"$ref": "#/$defs/n"}}}}},
+    # a combination: the member automata
+    {"allOf": [{"type": "object", "patternProperties": {"^a": _INT, "^b": {"type": "string"}, "^x": {}}},
+               {"type": "object", "patternProperties": {"b$": {"maxLength": 1}, "^z": {"type": "null"}, "y": _INT}}],
+     "anyOf": [{"required": ["a"]}, {"not": {"required": ["ab"]}}]},
+]
+
+
+@pytest.mark.parametrize("engine", ["auto", "dfa", "cfg"])
+@pytest.mark.parametrize("which", range(len(_PATTERN_SCHEMAS)))
+def test_more_than_four_pattern_properties(tiny_vocab, engine, which):
+    """More than four ``patternProperties``: the undeclared keys are split into the non-empty cells
+    of the patterns they match (not 2^n alternatives, which used to be refused past 4), exactly."""
+    schema = _PATTERN_SCHEMAS[which]
+    cg = sg.compile(sg.Grammar.from_json_schema(schema, engine=engine), tiny_vocab, cache=False)
+    val = jsonschema.Draft202012Validator(schema)
+    r = random.Random(which)
+    keys = ["a", "b", "ab", "ba", "xa", "ay", "xy", "z", "q", "abz", "c", "c1", "c12", ""]
+    values = [0, 3, 4, 7, -1, "s", "st", True, None, {}, {"a": 1}, {"c": {"b": "s"}}, {"a": "s"}]
+    outcomes = set()
+    for n in range(60):
+        v = {k: r.choice(values) for k in r.sample(keys, r.randint(0, 3))}
+        ok = val.is_valid(v)
+        outcomes.add(ok)
+        assert accepts(cg, tiny_vocab, json.dumps(v, separators=(",", ":")), r) == ok, (schema, v)
+    assert outcomes == {True, False}
+
+
+def test_key_cells_are_the_non_empty_ones():
+    from structgen.frontends.json_schema.keys import MAX_KEY_CELLS, key_cells
+    from structgen.frontends.json_schema.language import pattern_search_ir
+
+    disjoint = tuple(pattern_search_ir(f"^k{i}$") for i in range(20))
+    cells = key_cells(disjoint, ["k3", "other"])
+    assert [m for m, _ in cells] == [()] + [(i,) for i in range(20) if i != 3]  # k3 is declared
+    nested = tuple(pattern_search_ir(p) for p in ["a", "ab", "abc"])  # abc ⊂ ab ⊂ a (as search languages)
+    assert [m for m, _ in key_cells(nested, [])] == [(), (0,), (0, 1), (0, 1, 2)]
+    independent = tuple(pattern_search_ir(c) for c in "abcdefg")  # every subset occurs: 128 cells
+    assert 1 << 7 > MAX_KEY_CELLS and key_cells(independent, []) is None
+    schema = {"type": "object", "patternProperties": {c: _INT for c in "abcdefg"}}
+    with pytest.raises(sg.errors.Unsupported, match="#/patternProperties"):
+        sg.Grammar.from_json_schema(schema, engine="dfa")

@@ -14,7 +14,7 @@ import itertools
 from structgen.automaton import ir
 
 from . import property_order as po
-from .keys import other_keys_node
+from .keys import MAX_KEY_CELLS, key_cells, other_keys_node
 from .language import ANY_STAR, pattern_finds
 from .records import ObjectFacets
 from .strings import encode
@@ -35,7 +35,7 @@ class ObjectRules:
         pat_items = list(patterns.items())
         pat_ir = [rc.pattern(p, f.pattern_ptr(p)) for p, _ in pat_items]
         declared = f.declared()
-        colon, comma = self.lit(":"), self.lit(",")
+        colon = self.lit(":")
         members = []  # (symbols of the member, required)
         keys = []     # property_order="any": the quoted key languages of the members that can occur
         for k in declared:
@@ -62,17 +62,14 @@ class ObjectRules:
         # extra members: keys not declared, split by the patterns they match
         extra = []
         if pat_items or addl is not False:
-            if len(pat_items) > 4:
+            cells = key_cells(tuple(pat_ir), declared) if pat_items else [((), None)]
+            if cells is None:
                 if not self.recursive(s, base):
                     return self.regular_terminal(s, ptr, base, "patternProperties")
-                self.unsupported("patternProperties", ptr, "more than 4 patterns")
-                pat_items, pat_ir = [], []
-            not_declared = ir.Not(ir.alt(*[ir.literal(k) if k else ir.EMPTY for k in declared])) if declared else None
-            for mask in range(1 << len(pat_items)):
-                conds = [pat_ir[i] if mask >> i & 1 else ir.Not(pat_ir[i]) for i in range(len(pat_items))]
-                if not_declared is not None:
-                    conds.append(not_declared)
-                chosen = [pat_items[i][1] for i in range(len(pat_items)) if mask >> i & 1]
+                self.unsupported("patternProperties", ptr, f"keys split into more than {MAX_KEY_CELLS} cells")
+                cells = [((), None)]
+            for matched, key_ir in cells:
+                chosen = [pat_items[i][1] for i in matched]
                 if not chosen:
                     val = self.value(addl, f"{ptr}/additionalProperties", base)
                 elif len(chosen) == 1:
@@ -83,10 +80,12 @@ class ObjectRules:
                     val = self.value(combo, f"{ptr}/patternProperties", base)
                 if val is None:
                     continue
-                key_ir = other_keys_node(declared) if not pat_items and not_declared is not None else None
-                if key_ir is None:
-                    body = (ir.And(tuple(conds)) if len(conds) > 1 else conds[0]) if conds else ANY_STAR
-                    key_ir = ir.seq(ir.literal('"'), encode(body, "key"), ir.literal('"'))
+                if key_ir is None:  # no patterns: every undeclared key
+                    key_ir = other_keys_node(declared) if declared else None
+                    if key_ir is None:
+                        body = ir.Not(ir.alt(*[ir.literal(k) if k else ir.EMPTY for k in declared])) \
+                            if declared else ANY_STAR
+                        key_ir = ir.seq(ir.literal('"'), encode(body, "key"), ir.literal('"'))
                 key = self.term(key_ir, "xkey")
                 if key is not None:
                     extra.append((key, colon, val))

@@ -31,7 +31,7 @@ sound).  Complements of scalars need exact regular languages: a ``format`` we ch
 than the oracle is complemented without the format (values the format would take then fall in no
 class: sound, narrower, ``report.exact`` is False); another inexact language raises
 :class:`Fallback`, as do the keywords this construction does not take (``uniqueItems``, more than
-``MAX_PATTERNS`` patterns, ``MAX_VALUE_FORMULAS`` distinct value schemas or
+more than ``keys.MAX_KEY_CELLS`` key cells of ``patternProperties``, ``MAX_VALUE_FORMULAS`` distinct value schemas or
 ``MAX_VALUE_CLASSES`` value classes for one key class when no discriminator key splits the
 object, ``max_states`` automaton states or ``MAX_TRANSITIONS`` transitions for the schema,
 ``MAX_RULES`` rules for one combination).  On :class:`Fallback` the caller compiles the sub-schema
@@ -49,7 +49,7 @@ from structgen.errors import SchemaError
 from . import numbers as json_numbers
 from .combine_arrays import ArrayFormulas, Fallback
 from .formulas import F, T, f_and, f_atoms, f_eval, f_not, f_one, f_or
-from .keys import other_keys_node
+from .keys import MAX_KEY_CELLS, key_cells, other_keys_node
 from .keywords import TYPES, UNSUPPORTED
 from .language import ANY_STAR, pattern_finds
 from .reader import always_false, as_list, escape_pointer
@@ -65,7 +65,6 @@ _OBJECT_ATOM = frozenset({"properties", "required", "additionalProperties", "pat
 _ARRAY_ATOM = frozenset({"items", "prefixItems", "additionalItems", "minItems", "maxItems", "contains",
                          "minContains", "maxContains", "uniqueItems"})
 _ATOM_KW = frozenset({"type"}) | _OBJECT_ATOM | _ARRAY_ATOM | _SCALAR_CLASS["number"] | _SCALAR_CLASS["string"]
-MAX_PATTERNS = 4
 MAX_VALUE_FORMULAS = 16     # distinct schemas for one key class / position
 MAX_VALUE_CLASSES = 64      # value classes (sets of those a value satisfies) for one key class
 MAX_NAME_SCHEMAS = 8        # distinct propertyNames schemas in one object formula
@@ -429,8 +428,6 @@ class Combiner(ArrayFormulas):
                           lo, None if hi is None else int(hi)))
         keys = list(dict.fromkeys([k for a in atoms for k in list(a[2]) + a[3]]))
         patterns = list(dict.fromkeys([p for a in atoms for p in a[4]]))
-        if len(patterns) > MAX_PATTERNS:
-            raise Fallback(f"more than {MAX_PATTERNS} patterns")
         pat_ir = [rc.pattern(p, f"{ptr}/patternProperties") for p in patterns]
         # propertyNames: key languages (quoted, like the keys) each atom's keys must be in
         names, name_of = [], []
@@ -473,19 +470,17 @@ class Combiner(ArrayFormulas):
             ok = [rc.block(ir.And((key_ir, node))) != ir.NOTHING for _, node in names]
             kclasses.append((o.term(key_ir, "key"), named(vals, ok), bit.get(k, 0)))
         not_declared = ir.Not(ir.alt(*[ir.literal(k) if k else ir.EMPTY for k in keys])) if keys else None
-        for mask in range(1 << len(patterns)):
-            if not patterns:
-                key_ir = other_keys_node(keys) if keys else rc.key_node()
-                if key_ir is None:
-                    key_ir = ir.seq(ir.literal('"'), encode(ir.And((ANY_STAR, not_declared)), "key"),
-                                    ir.literal('"'))
-            else:
-                conds = [pat_ir[i] if mask >> i & 1 else ir.Not(pat_ir[i]) for i in range(len(patterns))]
-                if not_declared is not None:
-                    conds.append(not_declared)
-                key_ir = ir.seq(ir.literal('"'), encode(ir.And(tuple(conds)) if len(conds) > 1 else conds[0], "key"),
-                                ir.literal('"'))
-            chosen = {patterns[i] for i in range(len(patterns)) if mask >> i & 1}
+        if patterns:
+            cells = key_cells(tuple(pat_ir), keys)
+            if cells is None:
+                raise Fallback(f"patternProperties split keys into more than {MAX_KEY_CELLS} cells")
+        else:
+            key_ir = other_keys_node(keys) if keys else rc.key_node()
+            if key_ir is None:
+                key_ir = ir.seq(ir.literal('"'), encode(ir.And((ANY_STAR, not_declared)), "key"), ir.literal('"'))
+            cells = [((), key_ir)]
+        for matched, key_ir in cells:
+            chosen = {patterns[i] for i in matched}
             vals = []
             for (n, base, props, req, pats, addl, lo, hi) in atoms:
                 parts = [self.flatten(v, base, f"{ptr}/patternProperties") for p, v in pats.items() if p in chosen]

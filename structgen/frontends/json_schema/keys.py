@@ -1,21 +1,32 @@
-"""The key language "every JSON object key but these": :func:`other_keys_node`, an embedded
-minimal DFA built directly from the trie of the declared keys (instead of two subset
-constructions, a product and a difference per object).  Used by the grammar compiler's object
-rules and by the combiner's member automata; results are cached per set of keys and dropped by
-:func:`structgen.automaton.build.clear_caches`."""
+"""Key languages of objects.
+
+- :func:`other_keys_node`, "every JSON object key but these": an embedded minimal DFA built
+  directly from the trie of the declared keys (instead of two subset constructions, a product and
+  a difference per object).  Used by the grammar compiler's object rules and by the combiner's
+  member automata.
+- :func:`key_cells`, the undeclared keys split by the ``patternProperties`` they match: only the
+  non-empty cells, found by refining the key space one pattern at a time (a schema's patterns are
+  mostly disjoint, so n patterns give about n + 1 cells, not 2^n).
+
+Results are cached and dropped by :func:`structgen.automaton.build.clear_caches`."""
 from __future__ import annotations
 
 import numpy as np
 
 from structgen import caching
-from structgen.automaton import ir
+from structgen.automaton import ir, ops
 from structgen.automaton.build import build_dfa, embedded
 from structgen.automaton.minimize import canonical_dfa
 
-from .strings import SURROGATE, code_point_gadget, encode_charset
+ANY_STAR = ir.Repeat(ir.ANY_CHAR, 0, None)
+
+from .strings import SURROGATE, code_point_gadget, encode, encode_charset
 
 _KEY_CHAR = None  # (A: the DFA of one encoded key code point, its 256-column rows mapped for other_keys_node)
 _OTHER_KEYS = caching.LRU(1024, name="json_schema.other_keys")  # sorted declared keys -> node
+_KEY_CELLS = caching.LRU(256, name="json_schema.key_cells")  # (patterns, declared keys) -> cells
+#: the most non-empty cells :func:`key_cells` builds (each one is an alternative of the object)
+MAX_KEY_CELLS = 64
 
 
 def _key_char():
@@ -152,3 +163,34 @@ def other_keys_node(declared) -> ir.Node | None:
     node = embedded(canonical_dfa(table, acc, bc))
     _OTHER_KEYS.put(texts, node)
     return node
+
+
+def key_cells(patterns: tuple, declared) -> list | None:
+    """The keys not in ``declared``, split by which of ``patterns`` (decoded-text search IRs, see
+    :func:`.language.pattern_search_ir`) they match: ``[(indexes of the matched patterns, quoted
+    key IR)]``, one entry per non-empty cell, the cell matching none first when it is not empty.
+    Exact: the cells are disjoint and cover every undeclared key.  None past
+    :data:`MAX_KEY_CELLS` cells; build limits raise :class:`~structgen.errors.LimitExceeded`."""
+    names = tuple(sorted(set(declared)))
+    key = (tuple(patterns), names)
+    hit = _KEY_CELLS.get(key)
+    if hit is not None:
+        return hit
+    outside = ir.Not(ir.alt(*[ir.literal(k) if k else ir.EMPTY for k in names])) if names else None
+    # (matched indexes, cell DFA: for emptiness, cell IR)
+    cells = [((), build_dfa(outside) if outside is not None else ops.utf8_star(), outside)]
+    for i, p in enumerate(patterns):
+        pd = build_dfa(p)
+        split = []
+        for idx, d, node in cells:
+            for part, idx2, cond in ((ops.difference(d, pd), idx, ir.Not(p)), (ops.intersect(d, pd), idx + (i,), p)):
+                if not ops.is_empty(part):
+                    split.append((idx2, part, ir.And((node, cond)) if node is not None else cond))
+        if len(split) > MAX_KEY_CELLS:
+            return None
+        cells = split
+    # the cells' own IR, encoded the IR way (cheap in "key" mode; encoding their DFAs cost more)
+    out = [(idx, ir.seq(ir.literal('"'), encode(node if node is not None else ANY_STAR, "key"), ir.literal('"')))
+           for idx, _, node in sorted(cells, key=lambda c: c[0])]
+    _KEY_CELLS.put(key, out)
+    return out

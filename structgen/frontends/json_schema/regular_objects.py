@@ -1,7 +1,7 @@
 """Object languages of the regular compiler (a mixin of :class:`.regular.RegularCompiler`).
 
 ``properties`` in declared order (optional ones optional), ``required``, ``additionalProperties``
-and ``patternProperties`` (keys split by the patterns they match, up to 4 patterns),
+and ``patternProperties`` (keys split by the patterns they match, the non-empty cells only),
 ``propertyNames``, ``min/maxProperties`` (by intersecting the ordered members with a counted
 list of any member: exact, since members are self-delimiting), ``dependentRequired`` /
 ``dependentSchemas`` / draft-07 ``dependencies`` (objects without the key, or with it and the
@@ -14,6 +14,7 @@ from structgen.automaton import ir
 from structgen.errors import LimitExceeded
 
 from . import property_order as po
+from .keys import MAX_KEY_CELLS, key_cells
 from .language import Lang, and_langs, lit, pattern_finds
 from .records import Dependencies, ObjectFacets
 from .strings import encode
@@ -65,27 +66,18 @@ class ObjectLanguages:
 
         # additional members: keys that are not declared, split by the patterns they match
         extra = []
-        not_declared = ir.Not(ir.alt(*[ir.literal(k) if k else ir.EMPTY for k in declared])) if declared else None
-        if pat_items or addl is not False:
-            if len(pat_items) > 4:
-                # exact only per subset of matched patterns: 2^n alternatives
-                self.unsupported("patternProperties", ptr, "more than 4 patterns")
-            else:
-                for mask in range(1 << len(pat_items)):
-                    conds = [pat_ir[i] if mask >> i & 1 else ir.Not(pat_ir[i]) for i in range(len(pat_items))]
-                    if not_declared is not None:
-                        conds.append(not_declared)
-                    chosen = [pat_langs[i] for i in range(len(pat_items)) if mask >> i & 1]
-                    val = and_langs(chosen) if chosen else addl_lang
-                    if val.node == ir.NOTHING:
-                        continue
-                    body = (ir.And(tuple(conds)) if len(conds) > 1 else conds[0]) if conds else \
-                        ir.Repeat(ir.ANY_CHAR, 0, None)
-                    key_ir = ir.seq(lit('"'), encode(body, "key"), lit('"'))
-                    if names_lang is not None:
-                        key_ir = ir.And((key_ir, names_lang))
-                    extra.append(ir.seq(key_ir, self.colon, val.node))
-                    keys.append(key_ir)
+        if pat_items:
+            cells = key_cells(tuple(pat_ir), declared)
+            if cells is None:
+                self.unsupported("patternProperties", ptr, f"keys split into more than {MAX_KEY_CELLS} cells")
+            for matched, key_ir in cells:
+                val = and_langs([pat_langs[i] for i in matched]) if matched else addl_lang
+                if val.node != ir.NOTHING:
+                    self._extra_member(extra, keys, key_ir, val, names_lang)
+        elif addl is not False and addl_lang.node != ir.NOTHING:
+            body = ir.Not(ir.alt(*[ir.literal(k) if k else ir.EMPTY for k in declared])) if declared else \
+                ir.Repeat(ir.ANY_CHAR, 0, None)
+            self._extra_member(extra, keys, ir.seq(lit('"'), encode(body, "key"), lit('"')), addl_lang, names_lang)
         x_member = ir.alt(*extra) if extra else ir.NOTHING
 
         content = None
@@ -109,6 +101,12 @@ class ObjectLanguages:
             node = ir.And((node, *[d.node for d in dep]))
             exact = exact and all(d.exact for d in dep)
         return Lang(self.block(node), exact)
+
+    def _extra_member(self, extra, keys, key_ir, val, names_lang):
+        if names_lang is not None:
+            key_ir = ir.And((key_ir, names_lang))
+        extra.append(ir.seq(key_ir, self.colon, val.node))
+        keys.append(key_ir)
 
     def _members(self, members, x_member, min_p, max_p, keys=None, ptr: str = "", extra_open=False):
         """The non-empty member lists: declared members in order, extra ones anywhere.
