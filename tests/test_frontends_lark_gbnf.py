@@ -44,8 +44,11 @@ def test_known_lazy_terminals_are_translated():
 
 
 def test_unknown_lookaround_is_unsupported():
-    with pytest.raises(Unsupported):
+    with pytest.raises(Unsupported, match="lookbehind"):
+        lark_to_cfg("start: A\nA: /(?<=b)a/\n")
+    with pytest.raises(GrammarError, match="empty"):  # a lookahead that nothing after A satisfies
         lark_to_cfg("start: A\nA: /a(?=b)/\n")
+    lark_to_cfg('start: A "b"\nA: /a(?=b)/\n')
 
 
 @pytest.mark.parametrize("text,line,col", [

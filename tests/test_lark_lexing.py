@@ -202,7 +202,7 @@ def test_known_patterns_take_larks_lexemes():
     from structgen.frontends.lark import KNOWN_PATTERNS
 
     for pattern, regular in KNOWN_PATTERNS.items():
-        alphabet = '/*a\n' if "*" in pattern else '"\\a\n'
+        alphabet = ('/*a\n' if "*" in pattern else '"\\a\n') + ("i" if pattern.endswith("(?:i)?") else "")
         rx = re.compile(regular)
         for n in range(1, 8):
             for t in itertools.product(alphabet, repeat=n):
@@ -215,3 +215,80 @@ def test_verilog_comment_with_lookahead_compiles_and_matches_lark():
     text = ('start: (WORD | "*" | "/")+\nWORD: /[a-z]+/\nMULTILINE_COMMENT: /\\/\\*(\\*(?!\\/)|[^*])*\\*\\//\n'
             '%ignore MULTILINE_COMMENT\n%ignore " "\n')
     _check(text, "a*/ \n")
+
+
+@pytest.mark.parametrize("text,alphabet", [
+    # lark.lark's OP: "?" is an operator only when no letter follows it
+    ('start: (OP | NAME)+\nOP: /[:]|[?](?![a-z])/\nNAME: /[ab]/\n%ignore " "\n', "ab? :"),
+    # a positive lookahead: "a" only before "b"; the end of the input is not "b"
+    ('start: X+\nX: /a(?=b)/ | "b"\n%ignore " "\n', "ab "),
+    # the lookahead sees ignored text: "a b" is refused
+    ('start: A B\nA: /a(?! )/\nB: "b"\n%ignore " "\n', "ab "),
+    # the condition reaches past the next lexeme: "abc" is refused, "ab" and "ac" are not
+    ('start: A B? C?\nA: /a(?!bc)/\nB: "b"\nC: "c"\n%ignore " "\n', "abc "),
+    # a lookahead inside the lexeme, and one at the end of a lexeme of variable length
+    ('start: (R | N)+\nR: /\\/(?!\\/)[a\\/]*\\//\nN: "0" ("_"? "0")* /(?![1-9])/ | /[1-9]/\n', "/a0_1"),
+])
+def test_lookaheads_past_the_lexeme_match_lark(text, alphabet):
+    """Terminals whose lookaheads see the text after the lexeme (ignored text included, the end of
+    the input as nothing): the grammar carries the condition to the lexemes that follow."""
+    _check(text, alphabet)
+
+
+def test_lookahead_in_an_ignored_terminal_is_refused():
+    text = 'start: "a"+\nC: /#(?!!)[a ]*/\n%ignore C\n'
+    with pytest.raises(sg.errors.Unsupported, match="ignore"):
+        sg.Grammar.from_lark(text)
+
+
+def test_lark_grammar_of_lark_loads_and_its_samples_parse():
+    """lark.lark (``OP: /[+*]|[?](?![a-z])/``, refused before lookaheads past the lexeme): random
+    walks under the mask over printable bytes finish as texts Lark's own parser of it accepts."""
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "grammars", "lark_lark.lark")
+    text = open(path).read()
+    vocab = Vocabulary.from_bytes([bytes([i]) for i in range(32, 127)] + [b"\n", None], eos_ids=[96])
+    cg = sg.compile(sg.Grammar.from_lark(text), vocab)
+    parser = lark.Lark(text, parser="earley", lexer="dynamic_complete")
+    outcomes = set()
+    for s in ["?a: b\n", "a: b?\n", "a: b ?c\n", "a: b?c\n", 'A: "x"?y\n', 'A: "x"?Y\n', "a: b??\n", "a: ?\n"]:
+        m = cg.matcher()
+        ok = _lark_accepts(parser, s)
+        outcomes.add(ok)
+        assert (m.advance_bytes(s.encode()) and m.is_accepting()) == ok, s
+    assert outcomes == {True, False}
+    rng = random.Random(3)
+    bm = sg.allocate_bitmask(1, vocab.logits_width)
+    finished = 0
+    for _ in range(40):
+        m = cg.matcher()
+        out = []
+        for _ in range(40):
+            m.fill_bitmask(bm, 0)
+            allowed = np.flatnonzero(np.unpackbits(np.asarray(bm[0]).view(np.uint8), bitorder="little"))
+            allowed = [int(t) for t in allowed if t < 96]
+            if m.is_accepting() and (rng.random() < 0.2 or not allowed):
+                break
+            t = rng.choice(allowed)
+            assert m.advance(t)
+            out.append(t)
+        if m.is_accepting():
+            finished += 1
+            s = b"".join(vocab.token_bytes(t) for t in out).decode()
+            assert _lark_accepts(parser, s), s
+    assert finished >= 10
+
+
+def test_follow_conditions_are_bounded():
+    from structgen.automaton import ir
+    from structgen.cfg.follow import resolve_follow
+    from structgen.cfg.grammar import CFG
+    from structgen.frontends.regex import parse_terminal
+
+    [(lexemes, rest)] = parse_terminal("a(?!b)")
+    cfg = CFG("s", {"s": [("A", "B"), ("A", "C"), ("A",)]}, {"A": lexemes, "B": ir.literal("b"), "C": ir.literal("c")})
+    out = resolve_follow(cfg, {"A": rest})
+    assert sorted(t[0] for t in out.terminals) == ["A", "C"]  # "ab" is gone, "a" and "ac" stay
+    with pytest.raises(sg.errors.LimitExceeded):
+        resolve_follow(cfg, {"A": rest}, max_rules=2)

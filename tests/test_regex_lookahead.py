@@ -1,6 +1,8 @@
 """Lookaheads in whole-input regexes (``parse_regex(lookahead=True)``: JSON Schema ``pattern``,
 ``Grammar.from_regex``), checked against ``re`` on every string up to length 5 of a small
-alphabet, in fullmatch and search semantics; what stays refused is refused with its position."""
+alphabet, in fullmatch and search semantics, and in grammar terminals (``parse_terminal``: the
+lookahead sees the text after the lexeme) on every lexeme and rest; what stays refused is
+refused with its position."""
 from __future__ import annotations
 
 import itertools
@@ -14,7 +16,7 @@ import pytest
 import structgen as sg
 from structgen.automaton.build import build_dfa
 from structgen.errors import Unsupported
-from structgen.frontends.regex import parse_regex
+from structgen.frontends.regex import parse_regex, parse_terminal
 
 ALPHA = "abc\n"
 WORDS = ["".join(t) for n in range(6) for t in itertools.product(ALPHA, repeat=n)]
@@ -100,5 +102,25 @@ def test_what_stays_refused_names_its_position():
         parse_regex("a(?=b)")  # off by default: a grammar terminal's lookahead sees past it
     with pytest.raises(Unsupported, match="lookaround"):
         parse_regex("a(?=b)", syntax="rust", lookahead=True)
-    with pytest.raises(Unsupported, match="lookaround"):
-        sg.Grammar.from_lark('start: A "b"\nA: /a(?!c)/\n')
+
+
+def test_terminal_lookaheads_see_past_the_lexeme():
+    """``parse_terminal``: lexeme ``w`` followed by rest ``r`` is in some variant iff ``re``
+    matches the pattern at the start of ``w + r`` ending exactly after ``w``."""
+    r = random.Random(7)
+    words = [w for w in WORDS if len(w) <= 4]
+    rests = [w for w in WORDS if len(w) <= 3]
+    checked = split = 0
+    for _ in range(120):
+        p = rand_look(r, 3)
+        variants = [(build_dfa(lex), rest) for lex, rest in parse_terminal(p)]
+        split += any(rest is not None for _, rest in variants)
+        for w in words:
+            mine = [rest for lex, rest in variants if lex.fullmatch(w.encode())]
+            assert len(mine) <= 1, (p, w)  # the variants' lexemes are disjoint
+            for rest in rests:
+                want = re.compile(f"(?:{p})(?={re.escape(rest)}\\Z)").match(w + rest) is not None
+                got = bool(mine) and (mine[0] is None or mine[0].fullmatch(rest.encode()))
+                assert got == want, (p, w, rest)
+                checked += 1
+    assert split > 40 and checked > 100_000

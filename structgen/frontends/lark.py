@@ -8,6 +8,10 @@ terminal patterns.  Lark errors become :class:`GrammarError` with line/column.
 Semantics: those of :mod:`structgen.cfg.grammar` — Lark's Earley parser with
 ``lexer="dynamic_complete"`` (every lexing of rule terminals; each ``%ignore``d lexeme between
 them the longest match of its terminal).
+A lookahead in a terminal's regex sees the text after the lexeme (ignored text included, to the
+end of the input): such terminals are split by :func:`~structgen.frontends.regex.parse_terminal`
+and their conditions resolved into the rules by :func:`structgen.cfg.follow.resolve_follow`, after
+folding the ignored terminals into the others (the CFG returned then has no ``ignore``).
 Terminal priorities only rank parses, so they do not change the language and
 are ignored.  ``%declare``d terminals (no pattern) raise :class:`Unsupported`.
 """
@@ -19,8 +23,10 @@ from ..automaton import ir
 from ..errors import GrammarError, OptionError, RegexError, Unsupported
 from .. import caching
 from ..cfg import diskcache
+from ..cfg.compose import fold_ignores
+from ..cfg.follow import resolve_follow
 from ..cfg.grammar import CFG, literal_terminal
-from .regex import parse_regex
+from .regex import parse_regex, parse_terminal
 
 
 # Lark's common terminals whose regexes use lazy quantifiers or lookbehind (which
@@ -29,6 +35,8 @@ from .regex import parse_regex
 KNOWN_PATTERNS = {
     # '"' content up to the first '"' preceded by an even run of backslashes; no newlines
     '".*?(?<!\\\\)(\\\\\\\\)*?"': r'"(?:[^"\\\n]|\\[^\n])*"',
+    # the same followed by an optional "i" (lark.lark's STRING: _STRING "i"?)
+    '".*?(?<!\\\\)(\\\\\\\\)*?"(?:i)?': r'"(?:[^"\\\n]|\\[^\n])*"i?',
     # /* ... */ up to the first */
     "/\\*(.|\\n)*?\\*/": r"/\*(?:[^*]|\*+[^*/])*\*+/",
     "/\\*(.|\n)*?\\*/": r"/\*(?:[^*]|\*+[^*/])*\*+/",
@@ -41,9 +49,19 @@ KNOWN_PATTERNS = {
 def regex_to_ir(pattern: str, where: str = "", syntax: str = "python") -> ir.Node:
     """The IR of a terminal's regex in ``syntax`` (``"python"``, Lark's; ``"rust"``, llguidance's;
     inline flags such as ``(?i:...)`` allowed in both)."""
+    return _terminal_regex(parse_regex, pattern, where, syntax)
+
+
+def regex_to_variants(pattern: str, where: str = "", syntax: str = "python") -> list:
+    """A terminal's regex as :func:`~structgen.frontends.regex.parse_terminal` reads it: ``[(IR of
+    lexemes, DFA of the rests allowed after them or None)]`` (lookaheads see past the lexeme)."""
+    return _terminal_regex(parse_terminal, pattern, where, syntax)
+
+
+def _terminal_regex(parse, pattern: str, where: str, syntax: str):
     pattern = KNOWN_PATTERNS.get(pattern, pattern)
     try:
-        return parse_regex(pattern, syntax=syntax)
+        return parse(pattern, syntax=syntax)
     except Unsupported as e:
         raise Unsupported(f"terminal regex /{pattern}/: {e.message}", where or e.where) from None
     except RegexError as e:
@@ -287,6 +305,7 @@ def _lark_to_cfg(text: str, start: str, import_paths=(), source_path=None, regex
             if lc is not None:
                 positions[lhs] = lc
     terminals = {}
+    contextual = {}  # terminals whose lookaheads see past the lexeme -> (variants, where)
     for t in terminal_defs:
         name = str(t.name)
         lc = defined.get(name, (None, None))
@@ -312,26 +331,52 @@ def _lark_to_cfg(text: str, start: str, import_paths=(), source_path=None, regex
             fl = "".join(sorted(f for f in flags if f in "isx"))
             regex = f"(?{fl}:{body})" if fl else body
             try:
-                terminals[name] = regex_to_ir(regex, where, regex_syntax)
+                variants = regex_to_variants(regex, where, regex_syntax)
             except RegexError as e:
                 at = _bad_regex_position(text, default=lc if lc[0] else (1, 1))
                 raise GrammarError(f"bad regex in {where}: {e.message}", *at) from None
+            if len(variants) == 1 and variants[0][1] is None:
+                terminals[name] = variants[0][0]
+            else:
+                contextual[name] = (variants, where)
     declared = set()
     for alts in rules.values():
         for rhs in alts:
             for s in rhs:
-                if s not in rules and s not in terminals:
+                if s not in rules and s not in terminals and s not in contextual:
                     declared.add(s)
     if declared:
         n = sorted(declared)[0]
         raise Unsupported(f"terminal {n} has no pattern (%declare)", f"line {_line_col_of(text, n)[0]}")
     ignore = [str(n) for n in ignore_names]
     for n in ignore:
-        if n not in terminals:
+        if n not in terminals and n not in contextual:
             raise GrammarError(f"%ignore of undefined terminal {n}", *_line_col_of(text, n))
     if start not in rules:
         raise GrammarError(f"start rule {start!r} is not defined", 1, 1)
-    return CFG(start, rules, terminals, ignore, positions)
+    cfg = CFG(start, rules, terminals, ignore, positions)
+    return _with_lookaheads(cfg, contextual) if contextual else cfg
+
+
+def _with_lookaheads(cfg: CFG, contextual: dict) -> CFG:
+    """``cfg`` with the terminals whose lookaheads see past the lexeme put in: each becomes a
+    rule over its variants (:func:`regex_to_variants`), the ignored terminals are folded into the
+    others (what follows a lexeme includes ignored text) and the conditions are resolved
+    (:func:`structgen.cfg.follow.resolve_follow`)."""
+    for n in cfg.ignore:
+        if n in contextual:
+            raise Unsupported("a lookahead that sees past the lexeme in an %ignore'd terminal", contextual[n][1])
+    rests = {}
+    for name, (variants, _) in contextual.items():
+        alts = []
+        for i, (lexemes, rest) in enumerate(variants):
+            v = f"{name}@{i}"
+            cfg.terminals[v] = lexemes
+            if rest is not None:
+                rests[v] = rest
+            alts.append((v,))
+        cfg.rules[name] = alts
+    return resolve_follow(fold_ignores(cfg), rests)
 
 
 # -- a faster reader of Lark's grammar syntax ----------------------------------------------------

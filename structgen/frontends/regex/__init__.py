@@ -1,6 +1,7 @@
 """Regex front-end: pattern text -> regular-language IR (:mod:`structgen.automaton.ir`).
 
-``parse_regex(pattern, syntax="python", flags=0, anchored=True)``
+``parse_regex(pattern, syntax="python", flags=0, anchored=True)``; ``parse_terminal(pattern)`` for a
+grammar terminal whose lookaheads see past the lexeme (:mod:`.boundary`).
 
 Semantics
 ---------
@@ -57,12 +58,14 @@ of letters ``"imsxa"``.
 from __future__ import annotations
 
 from ...automaton import ir
-from ...automaton.build import DEFAULT_MAX_STATES, build_dfa
+from ...automaton.build import DEFAULT_MAX_STATES, build_dfa, embedded
 from ...errors import OptionError
+from .boundary import MARK, split_at_marker
 from .lower import ANY_STAR, Lowering
 from .parser import DEFAULT_MAX_DEPTH, ECMA, FLAG_LETTERS, PYTHON, RUST, Parser
 
-__all__ = ["parse_regex", "search_to_full", "dfa_from_regex", "PYTHON", "ECMA", "RUST", "DEFAULT_MAX_DEPTH"]
+__all__ = ["parse_regex", "parse_terminal", "search_to_full", "dfa_from_regex", "PYTHON", "ECMA", "RUST",
+           "DEFAULT_MAX_DEPTH"]
 
 _NL = ir.literal("\n")
 
@@ -91,8 +94,8 @@ def parse_regex(pattern: str, flags=0, *, syntax: str = PYTHON, anchored: bool =
     ``lookahead=True`` compiles lookaheads ``(?=..)`` / ``(?!..)`` exactly, for patterns that
     describe a whole input (a JSON Schema ``pattern``, ``Grammar.from_regex``): they see the
     rest of it.  Off (the default, and always for ``syntax="rust"``) they raise
-    :class:`Unsupported`, as they must for a grammar terminal, whose lookahead sees text beyond
-    the terminal.  Lookbehinds are refused either way.
+    :class:`Unsupported` (a grammar terminal's lookahead sees text beyond the terminal:
+    :func:`parse_terminal` reads those).  Lookbehinds are refused either way.
     """
     if not isinstance(pattern, str):
         raise TypeError("parse_regex expects a str pattern")
@@ -103,6 +106,32 @@ def parse_regex(pattern: str, flags=0, *, syntax: str = PYTHON, anchored: bool =
     low = Lowering(parser, max_states)
     with ir.recursion_room(parser.max_depth_seen):  # anchors and possessive parts are walked recursively
         return _lowered(low, tree, anchored)
+
+
+#: the rest of the input after a lexeme whose pattern ends with an end anchor of this kind
+_REST_AFTER = {None: ANY_STAR, "Z": ir.EMPTY, "$": ir.repeat(_NL, 0, 1),
+               "m": ir.alt(ir.EMPTY, ir.seq(_NL, ANY_STAR))}
+
+
+def parse_terminal(pattern: str, flags=0, *, syntax: str = PYTHON, max_depth: int = DEFAULT_MAX_DEPTH,
+                   max_states: int = DEFAULT_MAX_STATES) -> list:
+    """A grammar terminal's pattern whose lookaheads may see past the lexeme: ``[(lexemes,
+    rests)]``, ``lexemes`` an IR node and ``rests`` None (any text may follow) or the ByteDFA of
+    the rests of the input allowed after those lexemes (up to the end of the input).  The
+    lexemes of different entries are disjoint.  A lookahead sees the text after the lexeme as
+    Python's ``re`` does when it matches the pattern inside the whole text; an end anchor at the
+    pattern's end is a rest condition too (start anchors are ignored, as by :func:`parse_regex`).
+    Without a lookahead: ``[(parse_regex(pattern), None)]``.  See :mod:`.boundary`."""
+    if syntax == RUST:
+        return [(parse_regex(pattern, flags, syntax=syntax, max_depth=max_depth, max_states=max_states), None)]
+    parser = Parser(pattern, syntax, _parse_flags(flags), max_depth, True)
+    tree = parser.parse()
+    low = Lowering(parser, max_states, boundary=tree.look)
+    with ir.recursion_room(parser.max_depth_seen):
+        if not tree.look:
+            return [(_lowered(low, tree, True), None)]
+        node = ir.alt(*[low.lower(body, ir.seq(MARK, _REST_AFTER[ek])) for _, ek, body in low.variants(tree)])
+        return [(embedded(lexemes), rest) for lexemes, rest in split_at_marker(build_dfa(node, max_states))]
 
 
 def _lowered(low, tree, anchored: bool) -> ir.Node:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ...automaton import ir
 from ...automaton.build import DEFAULT_MAX_STATES, build_dfa
+from .boundary import marker_complement, marker_transparent
 from .parser import ALT, ANCHOR, ATOMIC, EMPTY_SEQ, LIT, LOOK, REP, SEQ, SET, Parser, Tree
 
 ANY_STAR = ir.Repeat(ir.ANY_CHAR, 0, None)
@@ -25,9 +26,20 @@ _LOOK_TAIL = {None: ANY_STAR, "Z": ir.EMPTY, "$": ir.repeat(ir.literal("\n"), 0,
 
 
 class Lowering:
-    def __init__(self, parser: Parser, max_states: int = DEFAULT_MAX_STATES):
+    def __init__(self, parser: Parser, max_states: int = DEFAULT_MAX_STATES, boundary: bool = False):
         self.parser = parser
         self.max_states = max_states  # bounds the DFAs that decide prefix-freeness
+        # a terminal's lexeme ends at boundary.MARK inside the continuation: lookaheads see through it
+        self.boundary = boundary
+
+    def seen(self, node: ir.Node) -> ir.Node:
+        """What a lookahead accepts (``node``: the rests of the input), as seen from inside the
+        pattern: through the lexeme's end marker when ``boundary``."""
+        return marker_transparent(node, self.max_states) if self.boundary else node
+
+    def unseen(self, node: ir.Node) -> ir.Node:
+        """The complement of :meth:`seen` (a negative lookahead, a possessive part's stop)."""
+        return marker_complement(node, self.max_states) if self.boundary else ir.Not(node)
 
     # anchors: split a tree into (start kind, end kind, anchor-free tree) variants
     def variants(self, node: Tree) -> list:
@@ -136,7 +148,7 @@ class Lowering:
                                           node.pos)
         if kind == LOOK:
             seen = self.look_language(node.a, node.pos)
-            return ir.And((k, ir.Not(seen) if node.b else seen))
+            return ir.And((k, self.unseen(seen) if node.b else self.seen(seen)))
         if kind == REP:
             if node.d == "possessive" and not node.a.poss:
                 return self.possessive(node, k, node.pos)
@@ -167,7 +179,7 @@ class Lowering:
         if not self.prefix_free(x):
             raise self.parser.unsupported(
                 "a possessive quantifier over a sub-pattern that can match in several ways", pos)
-        stop = ir.And((k, ir.Not(ir.seq(x, ANY_STAR))))  # continuation not starting with x
+        stop = ir.And((k, self.unseen(ir.seq(x, ANY_STAR))))  # continuation not starting with x
         if hi is None:
             return ir.seq(ir.repeat(x, lo, None), stop)
         return ir.alt(ir.seq(ir.repeat(x, lo, hi - 1), stop), ir.seq(ir.repeat(x, hi, hi), k))
