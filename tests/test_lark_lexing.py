@@ -291,4 +291,4 @@ def test_follow_conditions_are_bounded():
     out = resolve_follow(cfg, {"A": rest})
     assert sorted(t[0] for t in out.terminals) == ["A", "C"]  # "ab" is gone, "a" and "ac" stay
     with pytest.raises(sg.errors.LimitExceeded):
-        resolve_follow(cfg, {"A": rest}, max_rules=2)
+        resolve_follow(cfg, {"A": rest}, max_rules=1)
