@@ -521,12 +521,34 @@ class RegularCompiler(ObjectLanguages, ArrayLanguages):
         props = s.get("properties") if isinstance(s.get("properties"), dict) else {}
         req = s.get("required") if isinstance(s.get("required"), list) else []
         for k in req:
-            p = props.get(k)
-            if isinstance(p, dict) and ("const" in p or "enum" in p):
-                vals = [p["const"]] if "const" in p else (p["enum"] if isinstance(p["enum"], list) else None)
-                if vals is not None:
-                    discr[k] = [canon(v) for v in vals]
+            vals = self._finite_values(props.get(k), base, depth)
+            if vals is not None:
+                discr[k] = vals
         return (frozenset(types), discr)
+
+    def _finite_values(self, s, base: str, depth: int):
+        """A finite set of canonical values holding every value ``s`` accepts (its ``const`` /
+        ``enum``, intersected across ``allOf`` members and through ``$ref``), or None."""
+        if not isinstance(s, dict) or depth >= 8:
+            return None
+        sets = []
+        if "const" in s:
+            sets.append({canon(s["const"])})
+        elif isinstance(s.get("enum"), list):
+            sets.append({canon(v) for v in s["enum"]})
+        parts = list(s["allOf"]) if isinstance(s.get("allOf"), list) else []
+        if "$ref" in s:
+            try:
+                parts.append(self.resolve(s["$ref"], self.base_of.get(id(s), base), "")[0])
+            except Exception:
+                pass
+        for x in parts:
+            v = self._finite_values(x, base, depth + 1)
+            if v is not None:
+                sets.append(set(v))
+        if not sets:
+            return None
+        return list(set.intersection(*sets))
 
 
 def shapes_disjoint(a, b) -> bool:
