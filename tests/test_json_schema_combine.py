@@ -405,3 +405,19 @@ def test_one_of_discriminated_by_a_required_key_of_the_parent(tiny_vocab, engine
         outcomes.add(ok)
         assert accepts(cg, tiny_vocab, json.dumps(v, separators=(",", ":"))) == ok, v
     assert outcomes == {True, False}
+
+
+@pytest.mark.parametrize("engine", ["auto", "dfa", "cfg"])
+def test_draft4_plain_name_ids(tiny_vocab, engine):
+    schema = {"$schema": "http://json-schema.org/draft-04/schema#",
+              "definitions": {"n": {"id": "#nat", "type": "integer", "minimum": 0},
+                              "l": {"id": "#list", "type": "array", "items": {"$ref": "#nat"}}},
+              "type": "object", "properties": {"a": {"$ref": "#nat"}, "b": {"$ref": "#/definitions/l"}}}
+    cg = sg.compile(sg.Grammar.from_json_schema(schema, engine=engine), tiny_vocab, cache=False)
+    val = jsonschema.Draft4Validator(schema)
+    outcomes = set()
+    for v in [{"a": 1}, {"a": -1}, {"b": [0, 3]}, {"b": [1, -2]}, {"a": "x"}, {}]:
+        ok = val.is_valid(v)
+        outcomes.add(ok)
+        assert accepts(cg, tiny_vocab, json.dumps(v, separators=(",", ":"))) == ok, v
+    assert outcomes == {True, False}

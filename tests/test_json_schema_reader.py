@@ -75,6 +75,20 @@ def test_draft7_plain_name_ids_and_ref_overrides_id():
         doc.resolve("#no", doc.root_base, "")  # draft-07: $ref beside $id wins, the id does not count
 
 
+def test_draft4_id_is_the_identifier():
+    """Draft-04 spells ``$id`` as ``id`` (JSONSchemaBench o35906: ``"id": "#solarSystemId"``); in a
+    later draft ``id`` is just an unknown keyword."""
+    defs = {"n": {"id": "#nat", "type": "integer", "minimum": 0},
+            "r": {"id": "http://example.com/other.json", "definitions": {"s": {"type": "string"}}}}
+    s4 = {"$schema": "http://json-schema.org/draft-04/schema#", "definitions": defs}
+    doc = read_schema(s4)
+    assert doc.resolve("#nat", doc.root_base, "")[0]["minimum"] == 0
+    assert doc.resolve("http://example.com/other.json#/definitions/s", doc.root_base, "")[0]["type"] == "string"
+    with pytest.raises(SchemaError):
+        later = read_schema({"$schema": "http://json-schema.org/draft-07/schema#", "definitions": defs})
+        later.resolve("#nat", later.root_base, "")
+
+
 def test_recursion_and_facts():
     rec = {"$defs": {"n": {"properties": {"next": {"$ref": "#/$defs/n"}}}}, "$ref": "#/$defs/n"}
     doc = read_schema(rec)

@@ -299,6 +299,8 @@ class SchemaDocument:
 
     def _index(self, node: dict, base: str) -> str:
         nid = node.get("$id")
+        if nid is None and self.declared in ("draft-03", "draft-04"):
+            nid = node.get("id")  # their spelling of $id
         if isinstance(nid, str) and not (self.draft == "draft7" and "$ref" in node):  # draft-07: $ref wins
             full = join_uri(base, nid)
             uri, frag = urldefrag(full)
