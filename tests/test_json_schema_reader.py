@@ -87,6 +87,12 @@ def test_draft4_id_is_the_identifier():
     with pytest.raises(SchemaError):
         later = read_schema({"$schema": "http://json-schema.org/draft-07/schema#", "definitions": defs})
         later.resolve("#nat", later.root_base, "")
+    # and draft-04 knows no "$id" (JsonSchemaStore cryproj: "$id" paths beside "$ref": "#/definitions/...")
+    s4 = {"$schema": "http://json-schema.org/draft-04/schema#",
+          "definitions": {"v": {"$id": "/definitions/v", "type": "string"}},
+          "properties": {"p": {"$id": "/properties/p", "$ref": "#/definitions/v"}}}
+    doc = read_schema(s4)
+    assert doc.resolve("#/definitions/v", doc.base(s4["properties"]["p"]), "")[0]["type"] == "string"
 
 
 def test_recursion_and_facts():

@@ -298,9 +298,8 @@ class SchemaDocument:
                 self._walk(v, base, schema and k in SCHEMA_VALUES, True, count)
 
     def _index(self, node: dict, base: str) -> str:
-        nid = node.get("$id")
-        if nid is None and self.declared in ("draft-03", "draft-04"):
-            nid = node.get("id")  # their spelling of $id
+        # draft-03/04 spell $id "id" (and know no "$id": their validators ignore it)
+        nid = node.get("id" if self.declared in ("draft-03", "draft-04") else "$id")
         if isinstance(nid, str) and not (self.draft == "draft7" and "$ref" in node):  # draft-07: $ref wins
             full = join_uri(base, nid)
             uri, frag = urldefrag(full)
