@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import LimitExceeded
 from ..kernels.bitmask import set_bits
 from ..runtime import history as hist
-from ..runtime.batch import write_row
+from ..runtime.batch import row_words, write_row
 from ..runtime.checks import check_bitmask_row, check_token
 from ..runtime.protocol import ByteStateView, Matcher, Snapshot
 from . import earley
@@ -231,20 +231,22 @@ class CFGMatcher(Matcher, ByteStateView):
     def is_terminated(self) -> bool:
         return self._terminated
 
-    def mask_words(self) -> np.ndarray:
-        """The allowed tokens as uint32 words (bit t of word t//32; a new array)."""
+    def mask_words(self, out: np.ndarray | None = None) -> np.ndarray:
+        """The allowed tokens as uint32 words (bit t of word t//32): a new array, or ``out`` (a
+        contiguous uint32 array of the right length: a bitmask row) filled in place."""
         e = self.engine
+        words = np.empty(e.words, np.uint32) if out is None else out
         if self._terminated:
-            words = np.zeros(e.words, np.uint32)
+            words[:] = 0
             set_bits(words, e.eos)
             return words
-        words = self._compute(e)
+        self._compute(e, words)
         if self._acc:
             set_bits(words, e.eos)
         return words
 
-    def _compute(self, e):
-        """The mask words, EOS aside (see :func:`structgen.cfg.mask.expand_mask`).
+    def _compute(self, e, words: np.ndarray) -> None:
+        """The mask words, EOS aside, into ``words`` (see :func:`structgen.cfg.mask.expand_mask`).
 
         First a read-only pass over the grammar's cache snapshot; if it misses a
         part, the whole mask is recomputed under the cache lock on a private copy
@@ -252,9 +254,12 @@ class CFGMatcher(Matcher, ByteStateView):
         cache = e.cache
         snap = cache.snap
         root = cache.root_bits(snap, self._front[:, 0])
-        words = np.zeros(e.words, np.uint32) if root is None else root.copy()
+        if root is None:
+            words[:] = 0
+        else:
+            words[:] = root
         if self._run(e, snap, words, False, root is not None) == mk.OK:
-            return words
+            return
         with cache.lock:
             snap = cache.begin_fill()
             for _ in range(200):
@@ -262,7 +267,7 @@ class CFGMatcher(Matcher, ByteStateView):
                 st = self._run(e, snap, words, True, False)
                 if st == mk.OK:
                     cache.publish(snap)
-                    return words
+                    return
                 if st == mk.CACHE_FULL:
                     cache.grow(snap, e.words, e.trie.node_depth.shape[0])
                 else:  # NODES_FULL
@@ -301,7 +306,11 @@ class CFGMatcher(Matcher, ByteStateView):
 
     def fill_bitmask(self, bitmask, row: int = 0) -> None:
         row = check_bitmask_row(bitmask, row, self.engine.vocab.logits_width)
-        write_row(bitmask, row, self.mask_words().view(np.int32))
+        out = row_words(bitmask, row)
+        if out is not None:
+            self.mask_words(out)  # in place: no row allocated and copied
+        else:
+            write_row(bitmask, row, self.mask_words().view(np.int32))
 
     # ------------------------------------------------------------------ forced text
     def forced_bytes(self, limit: int = 256) -> bytes:

@@ -198,6 +198,16 @@ def _copy_back(bitmask: torch.Tensor, host: np.ndarray, rows: int) -> None:
         bitmask[:rows].copy_(torch.from_numpy(host[:rows]).to(bitmask.device, non_blocking=False))
 
 
+def row_words(bitmask, row: int):
+    """``bitmask[row]`` as a contiguous uint32 numpy view a mask can be computed into in place
+    (a numpy array or a CPU int32 tensor), or None (then compute, then :func:`write_row`)."""
+    view = cpu_view(bitmask) if isinstance(bitmask, torch.Tensor) else bitmask
+    if view is None:
+        return None
+    out = view[row]
+    return out.view(np.uint32) if out.flags.c_contiguous else None
+
+
 def write_row(bitmask, row: int, words: np.ndarray) -> None:
     """Copy one int32 mask row into ``bitmask[row]`` (numpy array or torch tensor)."""
     if isinstance(bitmask, torch.Tensor):

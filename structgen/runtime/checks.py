@@ -107,6 +107,9 @@ def check_bitmask(bitmask, vocab_size: int | None, rows: int | None = None, *, c
                        f"allocate one with structgen.allocate_bitmask(rows, V)")
 
 
+_LAST_OK = (None, None, None, None)  # (bitmask, dtype, shape, vocab size) that passed check_bitmask last
+
+
 def check_bitmask_row(bitmask, row, vocab_size: int) -> int:
     """Check ``bitmask`` (as :func:`check_bitmask`) and that ``row`` is an integer naming one of
     its rows (``0 <= row < rows``; None is refused: it would index every row at once).
@@ -118,7 +121,12 @@ def check_bitmask_row(bitmask, row, vocab_size: int) -> int:
     except TypeError:
         raise BitmaskError(f"fill_bitmask(bitmask, row): row must be an integer row index, "
                            f"got {row!r} ({type(row).__name__})") from None
-    check_bitmask(bitmask, vocab_size)
+    global _LAST_OK
+    last, dtype, shape, width = _LAST_OK
+    # the bitmask of the previous call, unchanged: every row of a batch is filled into it each step
+    if not (bitmask is last and bitmask.dtype is dtype and bitmask.shape == shape and width == vocab_size):
+        check_bitmask(bitmask, vocab_size)
+        _LAST_OK = (bitmask, bitmask.dtype, bitmask.shape, vocab_size)
     if not 0 <= r < bitmask.shape[0]:
         raise BitmaskError(f"fill_bitmask(bitmask, row): row {r} is outside the bitmask's {bitmask.shape[0]} rows "
                            f"(shape {tuple(bitmask.shape)})")
