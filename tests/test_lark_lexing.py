@@ -228,6 +228,8 @@ def test_verilog_comment_with_lookahead_compiles_and_matches_lark():
     ('start: A B? C?\nA: /a(?!bc)/\nB: "b"\nC: "c"\n%ignore " "\n', "abc "),
     # a lookahead inside the lexeme, and one at the end of a lexeme of variable length
     ('start: (R | N)+\nR: /\\/(?!\\/)[a\\/]*\\//\nN: "0" ("_"? "0")* /(?![1-9])/ | /[1-9]/\n', "/a0_1"),
+    # a lookbehind inside the lexeme: the closing quote is not escaped
+    ('start: S+\nS: /"[a\\\\]*(?<!\\\\)"/\n%ignore " "\n', '"a\\ '),
 ])
 def test_lookaheads_past_the_lexeme_match_lark(text, alphabet):
     """Terminals whose lookaheads see the text after the lexeme (ignored text included, the end of
@@ -239,6 +241,10 @@ def test_lookahead_in_an_ignored_terminal_is_refused():
     text = 'start: "a"+\nC: /#(?!!)[a ]*/\n%ignore C\n'
     with pytest.raises(sg.errors.Unsupported, match="ignore"):
         sg.Grammar.from_lark(text)
+    with pytest.raises(sg.errors.Unsupported, match="before the lexeme"):  # the text before is not seen
+        sg.Grammar.from_lark('start: "a" B\nB: /(?<!a)b/\n')
+    with pytest.raises(sg.errors.Unsupported, match="lazy"):  # Lark's first match: not modelled
+        sg.Grammar.from_lark('start: S\nS: /"[a"]*?(?<!a)"/\n')
 
 
 def test_lark_grammar_of_lark_loads_and_its_samples_parse():

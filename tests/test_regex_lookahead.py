@@ -40,20 +40,24 @@ def rand_plain(r: random.Random, depth: int) -> str:
     return f"(?:{rand_plain(r, depth - 1)}){{0,2}}"
 
 
-def rand_look(r: random.Random, depth: int) -> str:
-    """A random pattern with lookaheads (none inside an unbounded repetition)."""
+def rand_look(r: random.Random, depth: int, behind: bool = False) -> str:
+    """A random pattern with lookaheads (none inside an unbounded repetition); ``behind``: and
+    fixed-width lookbehinds (what Python's ``re`` takes)."""
     k = r.randrange(6 if depth else 2)
+    if behind and r.random() < 0.25:
+        body = "".join(r.choice(["a", "b", "[ab]", ".", "\\n"]) for _ in range(r.randint(1, 2)))
+        return f"(?<{r.choice('=!')}{body})"
     if k == 0:
         return rand_plain(r, 1)
     if k == 1:
         body = rand_plain(r, 2) + r.choice(["", "", "$", ".*"])
         return f"(?{r.choice('=!')}{body})"
     if k == 2:
-        return rand_look(r, depth - 1) + rand_look(r, depth - 1)
+        return rand_look(r, depth - 1, behind) + rand_look(r, depth - 1, behind)
     if k == 3:
-        return f"(?:{rand_look(r, depth - 1)}|{rand_look(r, depth - 1)})"
+        return f"(?:{rand_look(r, depth - 1, behind)}|{rand_look(r, depth - 1, behind)})"
     if k == 4:
-        return f"(?:{rand_look(r, depth - 1)})" + r.choice(["?", "{2}", "{1,3}"])
+        return f"(?:{rand_look(r, depth - 1, behind)})" + r.choice(["?", "{2}", "{1,3}"])
     return f"(?{r.choice('=!')}{rand_look(r, depth - 1)})"
 
 
@@ -94,10 +98,13 @@ def test_schema_patterns_with_lookaheads(pattern):
 
 
 def test_what_stays_refused_names_its_position():
-    for p, pos in [(r"a(?:(?!b).)*", 1), (r"ab(?<=b)", 2), (r"(?<!a)b", 0)]:
+    for p, pos in [(r"a(?:(?!b).)*", 1), (r"a(?<=(?=a)a)b", 1), (r"(?<=a)(?<=b)(?<=c)(?<!d)(?<=e)", 0)]:
         with pytest.raises(Unsupported) as e:
             parse_regex(p, lookahead=True)
         assert e.value.pos == pos, p
+    with pytest.raises(Unsupported, match="before the lexeme") as e:
+        parse_terminal(r"a|(?<!\\)b")  # a grammar terminal does not see the text before its lexeme
+    assert e.value.pos == 2
     with pytest.raises(Unsupported, match="lookaround"):
         parse_regex("a(?=b)")  # off by default: a grammar terminal's lookahead sees past it
     with pytest.raises(Unsupported, match="lookaround"):
@@ -124,3 +131,58 @@ def test_terminal_lookaheads_see_past_the_lexeme():
                 assert got == want, (p, w, rest)
                 checked += 1
     assert split > 40 and checked > 100_000
+
+
+def test_random_lookbehinds_match_re_on_every_short_string():
+    """Lookbehinds (a marker byte per lookbehind, resolved on the built language), beside
+    lookaheads, in fullmatch and search semantics."""
+    r = random.Random(11)
+    checked = with_behind = 0
+    for _ in range(150):
+        p = rand_look(r, 3, behind=True)
+        try:
+            rx = re.compile(p)
+        except re.error:
+            continue
+        try:
+            d_full = build_dfa(parse_regex(p, anchored=True, lookahead=True))
+            d_search = build_dfa(parse_regex(p, anchored=False, lookahead=True))
+        except Unsupported:
+            continue  # more than four lookbehinds after unrolling, a lookaround inside one
+        with_behind += "(?<" in p
+        for w in WORDS:
+            assert d_full.fullmatch(w.encode()) == (rx.fullmatch(w) is not None), (p, w)
+            assert d_search.fullmatch(w.encode()) == (rx.search(w) is not None), (p, w)
+            checked += 2
+    assert with_behind > 60 and checked > 100_000
+
+
+def test_terminal_lookbehinds_inside_the_lexeme():
+    """``parse_terminal`` with lookbehinds that look back inside the lexeme only (others are
+    refused), against ``re`` matching at the start of ``w + rest``."""
+    r = random.Random(13)
+    words = [w for w in WORDS if len(w) <= 4]
+    rests = [w for w in WORDS if len(w) <= 2]
+    kept = refused = 0
+    for _ in range(200):
+        p = rand_look(r, 3, behind=True)
+        if "(?<" not in p:
+            continue
+        if r.random() < 0.8:
+            p = "[ab][ab\\n]" + p  # room to look back inside the lexeme
+        try:
+            re.compile(p)
+            variants = [(build_dfa(lex), rest) for lex, rest in parse_terminal(p)]
+        except re.error:
+            continue
+        except Unsupported:
+            refused += 1
+            continue
+        kept += 1
+        for w in words:
+            mine = [rest for lex, rest in variants if lex.fullmatch(w.encode())]
+            for rest in rests:
+                want = re.compile(f"(?:{p})(?={re.escape(rest)}\\Z)").match(w + rest) is not None
+                got = bool(mine) and (mine[0] is None or mine[0].fullmatch(rest.encode()))
+                assert got == want, (p, w, rest)
+    assert kept > 20 and refused > 5

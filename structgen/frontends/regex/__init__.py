@@ -13,9 +13,11 @@ Semantics
   :func:`search_to_full` wraps an anchor-free node with ``.*`` on both ends.
 * Anchors are supported at the edges of the pattern, including at the edges of
   top-level alternatives (``^a|b$``); anywhere else they raise :class:`Unsupported`
-  naming the position.  ``\\b``, ``\\B``, lookbehinds, backreferences and
-  conditionals raise :class:`Unsupported`, and so do lookaheads unless ``lookahead=True``
-  (then compiled exactly: ``(?=X)K`` is ``K ∩ X.*``, ``(?!X)K`` is ``K ∩ ¬(X.*)``); syntax errors raise :class:`RegexError`
+  naming the position.  ``\\b``, ``\\B``, backreferences and conditionals raise
+  :class:`Unsupported`, and so do lookarounds unless ``lookahead=True`` (then compiled exactly:
+  ``(?=X)K`` is ``K ∩ X.*``, ``(?!X)K`` is ``K ∩ ¬(X.*)``; a lookbehind, at most four per
+  pattern, with no lookaround or anchor inside, is a marker byte resolved on the built automaton,
+  :mod:`.boundary`); syntax errors raise :class:`RegexError`
   with the 0-based position of the offending character.
 * Lazy quantifiers do not change the language.  Possessive quantifiers and atomic
   groups *can* (``a*+a`` matches nothing), so they are compiled exactly:
@@ -60,9 +62,9 @@ from __future__ import annotations
 from ...automaton import ir
 from ...automaton.build import DEFAULT_MAX_STATES, build_dfa, embedded
 from ...errors import OptionError
-from .boundary import MARK, split_at_marker
+from .boundary import MARK, behind_width, resolve_behind, shortest_before, split_at_marker
 from .lower import ANY_STAR, Lowering
-from .parser import DEFAULT_MAX_DEPTH, ECMA, FLAG_LETTERS, PYTHON, RUST, Parser
+from .parser import ALT, ATOMIC, DEFAULT_MAX_DEPTH, ECMA, FLAG_LETTERS, LOOK, PYTHON, REP, RUST, SEQ, Parser
 
 __all__ = ["parse_regex", "parse_terminal", "search_to_full", "dfa_from_regex", "PYTHON", "ECMA", "RUST",
            "DEFAULT_MAX_DEPTH"]
@@ -95,7 +97,7 @@ def parse_regex(pattern: str, flags=0, *, syntax: str = PYTHON, anchored: bool =
     describe a whole input (a JSON Schema ``pattern``, ``Grammar.from_regex``): they see the
     rest of it.  Off (the default, and always for ``syntax="rust"``) they raise
     :class:`Unsupported` (a grammar terminal's lookahead sees text beyond the terminal:
-    :func:`parse_terminal` reads those).  Lookbehinds are refused either way.
+    :func:`parse_terminal` reads those).  ``lookahead=True`` takes lookbehinds too.
     """
     if not isinstance(pattern, str):
         raise TypeError("parse_regex expects a str pattern")
@@ -103,9 +105,38 @@ def parse_regex(pattern: str, flags=0, *, syntax: str = PYTHON, anchored: bool =
         raise OptionError(f"syntax must be {PYTHON!r}, {ECMA!r} or {RUST!r}, not {syntax!r}")
     parser = Parser(pattern, syntax, _parse_flags(flags), max_depth, lookahead)
     tree = parser.parse()
-    low = Lowering(parser, max_states)
+    low = Lowering(parser, max_states, boundary=parser.has_behind)
     with ir.recursion_room(parser.max_depth_seen):  # anchors and possessive parts are walked recursively
-        return _lowered(low, tree, anchored)
+        node = _lowered(low, tree, anchored)
+        if not low.behind:
+            return node
+        return embedded(_resolved(low, build_dfa(node, max_states), max_states, terminal=False))
+
+
+def _lazy_at(tree):
+    """The position of a lazy quantifier in ``tree``, or None."""
+    todo = [tree]
+    while todo:
+        x = todo.pop()
+        if x.kind == REP and x.d == "lazy":
+            return x.pos
+        if x.kind in (SEQ, ALT):
+            todo.extend(x.a)
+        elif x.kind in (REP, ATOMIC, LOOK):
+            todo.append(x.a)
+    return None
+
+
+def _resolved(low, d, max_states: int, terminal: bool):
+    """``d`` with the lookbehind markers of ``low`` resolved (:func:`.boundary.resolve_behind`); in
+    a ``terminal`` a lookbehind that could see before the lexeme raises :class:`Unsupported`."""
+    for byte, body, negative, pos, _ in low.behind.values():
+        if terminal:
+            width = behind_width(body, max_states)
+            if width is None or shortest_before(d, byte) < width:
+                raise low.parser.unsupported("a lookbehind that can see before the lexeme", pos)
+        d = resolve_behind(d, byte, body, negative, max_states)
+    return d
 
 
 #: the rest of the input after a lexeme whose pattern ends with an end anchor of this kind
@@ -121,6 +152,9 @@ def parse_terminal(pattern: str, flags=0, *, syntax: str = PYTHON, max_depth: in
     lexemes of different entries are disjoint.  A lookahead sees the text after the lexeme as
     Python's ``re`` does when it matches the pattern inside the whole text; an end anchor at the
     pattern's end is a rest condition too (start anchors are ignored, as by :func:`parse_regex`).
+    A lookbehind must look back inside the lexeme (it does not see the text before it), and not in
+    a pattern with a lazy quantifier (whose lexeme in Lark is the first match): else
+    :class:`Unsupported`.
     Without a lookahead: ``[(parse_regex(pattern), None)]``.  See :mod:`.boundary`."""
     if syntax == RUST:
         return [(parse_regex(pattern, flags, syntax=syntax, max_depth=max_depth, max_states=max_states), None)]
@@ -131,7 +165,11 @@ def parse_terminal(pattern: str, flags=0, *, syntax: str = PYTHON, max_depth: in
         if not tree.look:
             return [(_lowered(low, tree, True), None)]
         node = ir.alt(*[low.lower(body, ir.seq(MARK, _REST_AFTER[ek])) for _, ek, body in low.variants(tree)])
-        return [(embedded(lexemes), rest) for lexemes, rest in split_at_marker(build_dfa(node, max_states))]
+        if parser.has_behind and _lazy_at(tree) is not None:
+            # the idiom ".*?(?<!\\)..." means Lark's first match, which every lexing does not model
+            raise parser.unsupported("a lookbehind in a pattern with a lazy quantifier", _lazy_at(tree))
+        d = _resolved(low, build_dfa(node, max_states), max_states, terminal=True)
+        return [(embedded(lexemes), rest) for lexemes, rest in split_at_marker(d)]
 
 
 def _lowered(low, tree, anchored: bool) -> ir.Node:

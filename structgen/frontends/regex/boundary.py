@@ -1,16 +1,25 @@
-"""A grammar terminal's lookaheads that see past its match: the lexeme's end as a marker byte.
+"""Lookarounds whose view is not the pattern's own continuation, with marker bytes.
 
-A lookahead in a terminal sees the text after the lexeme, up to the end of the input (Lark's
-dynamic lexers match a terminal's regex against the whole text).  :func:`split_at_marker` reads
-the pattern lowered with the continuation ``MARK .*``: ``MARK`` is byte ``0xFF``, never in UTF-8,
-standing where the lexeme ends, and the lookahead languages let it through anywhere
-(:func:`marker_transparent`, :func:`marker_complement`).  In the minimal DFA of that language the
-states reached by ``MARK`` split the lexemes into variants: (the lexemes that reach state ``q``,
-the rests of the input allowed after them = the language of ``q``).  Exact: a lexeme ``w`` with
-rest ``r`` matches in context iff ``w MARK r`` is in the language, by construction of the
-continuation.
+Marker bytes (``0xFB``..``0xFF``) never occur in UTF-8, so they can stand for a position inside
+the language being built; the lookaround views let them through anywhere
+(:func:`marker_transparent`, :func:`marker_complement`).
+
+- **The end of a grammar terminal's lexeme.**  A lookahead in a terminal sees the text after the
+  lexeme, up to the end of the input (Lark's dynamic lexers match a terminal's regex against the
+  whole text).  :func:`split_at_marker` reads the pattern lowered with the continuation
+  ``MARK .*``: in the minimal DFA of that language the states reached by ``MARK`` split the
+  lexemes into variants (the lexemes that reach state ``q``, the rests of the input allowed after
+  them = the language of ``q``).  Exact: a lexeme ``w`` with rest ``r`` matches in context iff
+  ``w MARK r`` is in the language, by construction of the continuation.
+- **Lookbehinds.**  A lookbehind lowers to its own marker (:data:`BEHIND_BYTES`);
+  :func:`resolve_behind` then keeps, at each of its occurrences, only the strings whose text
+  before it ends (or, negative, does not end) with the lookbehind's body, and erases the marker.
+  In a grammar terminal the text before the lexeme is not seen: a lookbehind that could look
+  there is refused (:func:`behind_width`, :func:`shortest_before`).
 """
 from __future__ import annotations
+
+import heapq
 
 import numpy as np
 
@@ -18,49 +27,62 @@ from ...automaton import ir, ops
 from ...automaton.build import DEFAULT_MAX_STATES, build_dfa, embedded
 from ...automaton.dfa import ByteDFA
 from ...automaton.minimize import canonical_dfa
+from ...errors import LimitExceeded
 
 MARK_BYTE = 0xFF
+#: the markers of a pattern's lookbehinds, one per lookbehind
+BEHIND_BYTES = (0xFE, 0xFD, 0xFC, 0xFB)
+_MARKERS = (MARK_BYTE, *BEHIND_BYTES)
 
 
-def _marker_dfa() -> ByteDFA:
+def marker_node(byte: int) -> ir.Node:
+    """The IR of the one-byte string ``byte``."""
     bc = np.zeros(256, np.int32)
-    bc[MARK_BYTE] = 1
-    return canonical_dfa(np.array([[-1, 1], [-1, -1]], np.int32), np.array([False, True]), bc)
+    bc[byte] = 1
+    return ir.Embed(canonical_dfa(np.array([[-1, 1], [-1, -1]], np.int32), np.array([False, True]), bc))
 
 
-#: the marker, one byte standing for the end of the lexeme
-MARK = ir.Embed(_marker_dfa())
+#: the marker of the end of the lexeme
+MARK = marker_node(MARK_BYTE)
 
 
-def _with_marker_column(d: ByteDFA, column: np.ndarray):
-    """``(transitions, byte classes)`` of ``d`` with ``column`` as the marker byte's moves (its
-    own class: a new column, or its old one if no other byte shares it)."""
+def _with_columns(d: ByteDFA, columns: dict):
+    """``(transitions, byte classes)`` of ``d`` where byte ``b`` of ``columns`` moves as
+    ``columns[b]`` (a state per state) in a class of its own."""
     trans = np.array(d.transitions, np.int32)
     bc = np.array(d.byte_class, np.int32)
-    m = int(bc[MARK_BYTE])
-    if int((bc == m).sum()) == 1:
-        trans[:, m] = column
-        return trans, bc
-    bc[MARK_BYTE] = trans.shape[1]
-    return np.hstack([trans, np.asarray(column, np.int32)[:, None]]), bc
+    for b, col in columns.items():
+        c = int(bc[b])
+        if int((bc == c).sum()) == 1:  # alone in its class: its column is rewritten
+            trans[:, c] = col
+        else:  # (every class keeps a byte: the minimiser's class compression expects it)
+            bc[b] = trans.shape[1]
+            trans = np.hstack([trans, np.asarray(col, np.int32)[:, None]])
+    return trans, bc
 
 
 def marker_transparent(node: ir.Node, max_states: int = DEFAULT_MAX_STATES) -> ir.Node:
-    """``node``'s language with the marker allowed anywhere (a loop on ``MARK_BYTE`` at every
-    state): a lookahead's view, which the lexeme's end does not interrupt."""
+    """``node``'s language with every marker allowed anywhere (loops at every state): a
+    lookaround's view, which the positions the markers stand for do not interrupt."""
     d = build_dfa(node, max_states=max_states)
-    trans, bc = _with_marker_column(d, np.arange(d.n_states, dtype=np.int32))
+    loop = np.arange(d.n_states, dtype=np.int32)
+    trans, bc = _with_columns(d, {b: loop for b in _MARKERS})
     return embedded(canonical_dfa(trans, d.accepting, bc))
 
 
-def marker_complement(node: ir.Node, max_states: int = DEFAULT_MAX_STATES) -> ir.Node:
-    """Every byte string not in :func:`marker_transparent` of ``node`` (the view of a negative
-    lookahead; intersected with the continuation, which keeps the text UTF-8)."""
-    d = build_dfa(marker_transparent(node, max_states), max_states=max_states)
+def _complete(d: ByteDFA):
+    """``(transitions, accepting)`` of ``d`` with a sink state for its dead moves (the last row)."""
     n, k = d.transitions.shape
     trans = np.vstack([np.where(d.transitions < 0, n, d.transitions), np.full((1, k), n, np.int32)])
-    acc = np.append(~np.asarray(d.accepting, bool), True)
-    return embedded(canonical_dfa(trans.astype(np.int32), acc, d.byte_class))
+    return trans.astype(np.int32), np.append(np.asarray(d.accepting, bool), False)
+
+
+def marker_complement(node: ir.Node, max_states: int = DEFAULT_MAX_STATES) -> ir.Node:
+    """Every byte string not in :func:`marker_transparent` of ``node`` (a negative lookahead's
+    view; intersected with the continuation, which keeps the text UTF-8)."""
+    d = build_dfa(marker_transparent(node, max_states), max_states=max_states)
+    trans, acc = _complete(d)
+    return embedded(canonical_dfa(trans, ~acc, d.byte_class))
 
 
 def split_at_marker(d: ByteDFA) -> list:
@@ -68,7 +90,7 @@ def split_at_marker(d: ByteDFA) -> list:
     string); ``None`` where every rest is allowed."""
     n = d.n_states
     after = np.asarray(d.transitions)[:, int(d.byte_class[MARK_BYTE])]
-    plain, bc = _with_marker_column(d, np.full(n, -1, np.int32))  # no marker inside a lexeme or a rest
+    plain, bc = _with_columns(d, {MARK_BYTE: np.full(n, -1, np.int32)})  # no marker inside a lexeme or a rest
     out = []
     anything = ops.utf8_star()
     for q in sorted({int(t) for t in after if t >= 0}):
@@ -80,3 +102,111 @@ def split_at_marker(d: ByteDFA) -> list:
         rest = canonical_dfa(moved, np.asarray(d.accepting, bool)[order], bc)
         out.append((lexemes, None if ops.equivalent(rest, anything) else rest))
     return out
+
+
+def resolve_behind(d: ByteDFA, byte: int, body: ir.Node, negative: bool,
+                   max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
+    """``d`` (a language with lookbehind marker ``byte``) where, at each ``byte``, the text before
+    it (markers skipped) ends with a string of ``body`` (not, when ``negative``), without the
+    marker: a subset construction over pairs (state of ``d``, state of the view ``.* body``) where
+    ``byte`` is an empty move allowed when the view's state says so."""
+    view = build_dfa(marker_transparent(ir.seq(ir.Repeat(ir.ANY_CHAR, 0, None), body), max_states),
+                     max_states=max_states)
+    vt, vacc = _complete(view)
+    dt, dbc, dacc = np.asarray(d.transitions), np.asarray(d.byte_class), np.asarray(d.accepting)
+    vbc = np.asarray(view.byte_class)
+    m = int(dbc[byte])
+    sig = np.stack([dbc, vbc], axis=1)
+    _, rep, bc = np.unique(sig, axis=0, return_index=True, return_inverse=True)
+    bc = bc.reshape(256).astype(np.int32)
+    reps = [int(b) for b in rep if int(b) != byte]
+    cls = [int(bc[b]) for b in reps]
+
+    def closure(pairs):
+        out = set(pairs)
+        todo = list(pairs)
+        while todo:
+            q, s = todo.pop()
+            q2 = int(dt[q, m])
+            if q2 >= 0 and bool(vacc[s]) != negative and (q2, s) not in out:
+                out.add((q2, s))
+                todo.append((q2, s))
+        return frozenset(out)
+
+    start = closure({(int(d.start), int(view.start))})
+    index = {start: 0}
+    sets = [start]
+    rows = []
+    j = 0
+    while j < len(sets):
+        row = np.full(bc.max() + 1, -1, np.int32)
+        for b, c in zip(reps, cls):
+            nxt = {(int(dt[q, dbc[b]]), int(vt[s, vbc[b]])) for q, s in sets[j] if dt[q, dbc[b]] >= 0}
+            if not nxt:
+                continue
+            key = closure(nxt)
+            if key not in index:
+                if len(sets) >= max_states:
+                    raise LimitExceeded(f"a lookbehind needs more than {max_states} DFA states", "max_states",
+                                        max_states)
+                index[key] = len(sets)
+                sets.append(key)
+            row[c] = index[key]
+        rows.append(row)
+        j += 1
+    acc = np.array([any(dacc[q] for q, _ in st) for st in sets])
+    return canonical_dfa(np.array(rows, np.int32).reshape(len(sets), -1), acc, bc)
+
+
+def behind_width(body: ir.Node, max_states: int = DEFAULT_MAX_STATES) -> int | None:
+    """The most code points a string of ``body`` has (None: no bound)."""
+    d = build_dfa(body, max_states=max_states)
+    n = d.n_states
+    if n == 0:
+        return 0
+    t = np.asarray(d.transitions)[:, np.asarray(d.byte_class)]  # [n, 256]
+    lead = np.array([not 0x80 <= b < 0xC0 for b in range(256)], np.int64)
+    indeg = np.zeros(n, np.int64)
+    for s in range(n):
+        for x in t[s][t[s] >= 0]:
+            indeg[x] += 1
+    order = [s for s in range(n) if indeg[s] == 0]
+    for s in order:  # Kahn's order; a trimmed DFA with a cycle has strings of every length
+        for x in t[s][t[s] >= 0]:
+            indeg[x] -= 1
+            if indeg[x] == 0:
+                order.append(int(x))
+    if len(order) < n:
+        return None
+    longest = np.zeros(n, np.int64)
+    for s in reversed(order):
+        ok = t[s] >= 0
+        if ok.any():
+            longest[s] = int((longest[t[s][ok]] + lead[ok]).max())
+    return int(longest[d.start])
+
+
+def shortest_before(d: ByteDFA, byte: int) -> int:
+    """The fewest code points any string of ``d`` has before a ``byte`` marker (markers not
+    counted); a large number when ``byte`` never occurs."""
+    dt, dbc = np.asarray(d.transitions), np.asarray(d.byte_class)
+    n = d.n_states
+    dist = np.full(n, 1 << 30, np.int64)
+    dist[d.start] = 0
+    todo = [(0, int(d.start))]
+    best = 1 << 30
+    while todo:
+        dd, s = heapq.heappop(todo)
+        if dd > dist[s]:
+            continue
+        if dt[s, dbc[byte]] >= 0:
+            best = min(best, dd)
+        for b in range(256):
+            x = int(dt[s, dbc[b]])
+            if x < 0:
+                continue
+            w = 0 if (0x80 <= b < 0xC0 or b in _MARKERS) else 1
+            if dd + w < dist[x]:
+                dist[x] = dd + w
+                heapq.heappush(todo, (dd + w, x))
+    return best

@@ -7,14 +7,15 @@ possessive quantifiers and atomic groups exactly (``X{m,n}+ K`` is
 ``X{m,n}(K ∩ ¬(X.*)) | X{n}K`` for a prefix-free, non-nullable ``X``; other bodies raise).
 A lookahead sees the rest of the input, which the continuation is: ``(?=X) K`` is
 ``K ∩ X.*`` and ``(?!X) K`` is ``K ∩ ¬(X.*)`` (``.`` any character; an end anchor in ``X``
-ends ``X.*`` there).  Inside a repetition of at most :data:`LOOK_UNROLL` copies the
+ends ``X.*`` there).  A lookbehind becomes a marker byte, resolved on the built language
+(:func:`.boundary.resolve_behind`).  Inside a repetition of at most :data:`LOOK_UNROLL` copies the
 repetition is unrolled; inside a longer one a lookahead raises :class:`Unsupported`.
 """
 from __future__ import annotations
 
 from ...automaton import ir
 from ...automaton.build import DEFAULT_MAX_STATES, build_dfa
-from .boundary import marker_complement, marker_transparent
+from .boundary import BEHIND_BYTES, marker_complement, marker_node, marker_transparent
 from .parser import ALT, ANCHOR, ATOMIC, EMPTY_SEQ, LIT, LOOK, REP, SEQ, SET, Parser, Tree
 
 ANY_STAR = ir.Repeat(ir.ANY_CHAR, 0, None)
@@ -29,8 +30,21 @@ class Lowering:
     def __init__(self, parser: Parser, max_states: int = DEFAULT_MAX_STATES, boundary: bool = False):
         self.parser = parser
         self.max_states = max_states  # bounds the DFAs that decide prefix-freeness
-        # a terminal's lexeme ends at boundary.MARK inside the continuation: lookaheads see through it
+        # marker bytes in the language (a terminal's lexeme end inside the continuation, lookbehind
+        # positions): lookaheads see through them
         self.boundary = boundary
+        self.behind: dict = {}  # id(lookbehind tree) -> (marker byte, body IR, negative, position, tree)
+
+    def behind_marker(self, node: Tree) -> ir.Node:
+        """The marker standing where lookbehind ``node`` looks back from (see :mod:`.boundary`)."""
+        hit = self.behind.get(id(node))
+        if hit is None:
+            if len(self.behind) == len(BEHIND_BYTES):
+                raise self.parser.unsupported(f"more than {len(BEHIND_BYTES)} lookbehinds", node.pos)
+            if node.a.poss or node.a.anchor is not None:
+                raise self.parser.unsupported("a lookaround or an anchor inside a lookbehind", node.pos)
+            hit = self.behind[id(node)] = (BEHIND_BYTES[len(self.behind)], self.plain(node.a), node.b, node.pos, node)
+        return marker_node(hit[0])
 
     def seen(self, node: ir.Node) -> ir.Node:
         """What a lookahead accepts (``node``: the rests of the input), as seen from inside the
@@ -147,6 +161,8 @@ class Lowering:
             raise self.parser.unsupported("an atomic group whose body can match in several ways",
                                           node.pos)
         if kind == LOOK:
+            if node.c:  # a lookbehind: its condition is checked on the built language
+                return ir.seq(self.behind_marker(node), k)
             seen = self.look_language(node.a, node.pos)
             return ir.And((k, self.unseen(seen) if node.b else self.seen(seen)))
         if kind == REP:

@@ -36,7 +36,7 @@ class Tree:
     """A parse-tree node.  ``kind`` selects the meaning of ``a``/``b``/``c``/``d``:
     SET: a=CharSet; LIT: a=str (a run of plain characters); SEQ/ALT: a=list of nodes;
     REP: a=node, b=min, c=max, d=mode; ATOMIC: a=node; ANCHOR: a="start"|"end",
-    b=kind ("A", "m", "Z", "$"); LOOK (a lookahead): a=node, b=negative.  ``poss`` marks trees
+    b=kind ("A", "m", "Z", "$"); LOOK (a lookaround): a=node, b=negative, c=behind (a lookbehind).  ``poss`` marks trees
     lowered with their continuation (possessive parts, atomic groups, lookaheads), ``look``
     those holding a lookahead."""
 
@@ -87,6 +87,7 @@ class Parser:
     def __init__(self, pattern: str, syntax: str, flags: int, max_depth: int = DEFAULT_MAX_DEPTH,
                  lookahead: bool = False):
         self.lookahead = lookahead and syntax != RUST  # Rust's regex crate has no lookarounds
+        self.has_behind = False
         self.p = pattern
         self.n = len(pattern)
         self.i = 0
@@ -173,7 +174,7 @@ class Parser:
                 self.depth -= 1
                 self.flags = saved
                 node = (Tree(ATOMIC, open_pos, body) if atomic is True else
-                        Tree(LOOK, open_pos, body, atomic == "!") if atomic else body)
+                        Tree(LOOK, open_pos, body, atomic[-1] == "!", atomic[0] == "<") if atomic else body)
                 self.started = True
                 items.append(self.quantified(node, open_pos))
                 continue
@@ -321,9 +322,12 @@ class Parser:
         if c in "=!" and self.lookahead:
             self.i += 1
             return c, None  # a lookahead: "=" or "!"
+        if c == "<" and self.peek(1) in ("=", "!") and self.lookahead:
+            self.i += 2
+            self.has_behind = True
+            return "<" + self.p[self.i - 1], None  # a lookbehind: "<=" or "<!"
         if c in "=!" or c == "<":
-            raise self.unsupported("a lookaround assertion" if not self.lookahead else "a lookbehind assertion",
-                                   open_pos)
+            raise self.unsupported("a lookaround assertion", open_pos)
         if c == "(":
             raise self.unsupported("a conditional group", open_pos)
         if c == ">":
