@@ -160,7 +160,7 @@ def test_state_limit_is_reported(llama3):
 
 def test_bad_regex_names_position():
     with pytest.raises(sg.Unsupported) as e:
-        sg.Grammar.from_regex(r"ab(?<=c)d")
+        sg.Grammar.from_regex(r"ab(?:(?!c).)*d")  # a lookahead inside an unbounded repetition
     assert "position 2" in str(e.value)
     with pytest.raises(sg.RegexError) as e:
         sg.Grammar.from_regex(r"ab[c")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ..automaton import ir
 from ..errors import GrammarError
-from .grammar import CFG, nullable as nullable_symbols
+from .grammar import CFG, name_maker, nullable as nullable_symbols
 from .terminals import after_ignores, build, drop_epsilon, with_epsilon
 
 __all__ = ["CFGBuilder", "fold_ignores", "lazy", "trim_edges"]
@@ -36,15 +36,7 @@ def fold_ignores(cfg: CFG, opaque=frozenset(), max_states: int = DEFAULT_MAX_STA
     ign = [(n, build(cfg.terminals[n], max_states=max_states)) for n in cfg.ignore]
     ign = [(n, drop_epsilon(d) if d.accepting[d.start] else d) for n, d in ign if not d.is_empty()]
     used = {s for alts in cfg.rules.values() for rhs in alts for s in rhs if s in cfg.terminals}
-    names = set(cfg.rules) | set(cfg.terminals)
-
-    def fresh(base: str) -> str:
-        n, k = base, 0
-        while n in names:
-            k += 1
-            n = f"{base}{k}"
-        names.add(n)
-        return n
+    fresh = name_maker(set(cfg.rules) | set(cfg.terminals))
 
     run = after_ignores(ign, None, max_states) if ign else None
     if run is not None and run.is_empty():

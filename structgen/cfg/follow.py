@@ -25,7 +25,7 @@ from ..automaton.build import embedded
 from ..automaton.dfa import ByteDFA
 from ..automaton.minimize import canonical_dfa
 from ..errors import GrammarError, LimitExceeded
-from .grammar import CFG, trim
+from .grammar import CFG, name_maker, trim
 from .terminals import build
 
 __all__ = ["resolve_follow", "DEFAULT_MAX_FOLLOW_RULES"]
@@ -205,15 +205,7 @@ def resolve_follow(cfg: CFG, rests: dict, max_states: int = 100_000,
                 outs[(a, i)] |= new
                 changed = True
 
-    names = set(rules) | set(terms)
-
-    def fresh(base: str) -> str:
-        n, k = base, 0
-        while n in names:
-            k += 1
-            n = f"{base}{k}"
-        names.add(n)
-        return n
+    fresh = name_maker(set(rules) | set(terms))
 
     nt_name, t_name = {}, {}
     new_terms = {}

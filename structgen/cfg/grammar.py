@@ -66,6 +66,19 @@ class CFG:
         return f"CFG(start={self.start!r}, {len(self.rules)} nonterminals, {n} rules, {len(self.terminals)} terminals)"
 
 
+def name_maker(taken: set):
+    """``fresh(base)``: a symbol name not in ``taken`` (``base``, else ``base1``, ``base2``...),
+    added to it."""
+    def fresh(base: str) -> str:
+        n, k = base, 0
+        while n in taken:
+            k += 1
+            n = f"{base}{k}"
+        taken.add(n)
+        return n
+    return fresh
+
+
 def trim(cfg: CFG, empty_terminals=frozenset(), validate: bool = True, check_only: bool = False):
     """The equivalent grammar with only productive, reachable symbols.
 
