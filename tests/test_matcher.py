@@ -191,3 +191,34 @@ def test_write_row_into_torch_and_numpy_bitmasks():
     n = np.zeros((2, 7), np.int32)
     write_row(n, 1, rows[4])
     assert np.array_equal(n[1], rows[4]) and not n[0].any()
+
+
+def test_grammar_masks_written_in_place_or_copied():
+    """The grammar matcher computes its mask straight into a contiguous bitmask row (numpy, CPU
+    tensor) and copies it otherwise (a strided tensor); every word is rewritten, stale bits
+    included.  The cached bitmask check still notices a bitmask that changed dtype or shape."""
+    from structgen.errors import BitmaskError
+    from structgen.vocab import Vocabulary
+
+    vocab = Vocabulary.from_bytes([bytes([b]) for b in range(97, 123)] * 3 + [b""], eos_ids=[78])
+    cg = sg.compile(sg.Grammar.from_lark('start: "ab" | "b" NAME\nNAME: /[a-z]+/\n'), vocab, cache=False)
+    m = cg.matcher()
+    assert m.advance(1)  # "b"
+    want = m.mask_words().view(np.int32)
+    words = want.shape[0]
+    for bm in [np.full((3, words), -1, np.int32), torch.full((3, words), -1, dtype=torch.int32),
+               torch.full((words, 3), -1, dtype=torch.int32).t()]:
+        m.fill_bitmask(bm, 1)
+        got = bm[1].numpy() if isinstance(bm, torch.Tensor) else bm[1]
+        assert np.array_equal(got, want), type(bm)
+        assert (np.asarray(bm[0]) == -1).all() and (np.asarray(bm[2]) == -1).all()
+    n = np.zeros((2, words), np.int32)
+    m.fill_bitmask(n, 0)
+    n.dtype = np.float32  # the same array, reinterpreted: refused although it passed before
+    with pytest.raises(BitmaskError):
+        m.fill_bitmask(n, 0)
+    t = torch.zeros((2, words), dtype=torch.int32)
+    m.fill_bitmask(t, 0)
+    t.set_(torch.zeros((2, words + 1), dtype=torch.int32))  # same tensor, another shape
+    with pytest.raises(BitmaskError):
+        m.fill_bitmask(t, 0)

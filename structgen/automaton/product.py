@@ -25,6 +25,15 @@ def joint_classes(a: ByteDFA, b: ByteDFA):
     return (uniq // 256).astype(np.int64), (uniq % 256).astype(np.int64), inv.astype(np.int32)
 
 
+def shared_classes(byte_classes) -> tuple:
+    """``(byte_class, reps)`` of the coarsest partition of the bytes finer than each of
+    ``byte_classes`` (256-entry class arrays): the joint class of every byte, and one
+    representative byte per joint class (in class order)."""
+    sig = np.stack([np.asarray(c) for c in byte_classes], axis=1)
+    _, rep, bc = np.unique(sig, axis=0, return_index=True, return_inverse=True)
+    return bc.reshape(256).astype(np.int32), [int(b) for b in rep]
+
+
 def product(a: ByteDFA, b: ByteDFA, op: int, limits: Limits):
     """The reachable product of ``a`` and ``b`` under ``op`` (``kernels.OP_*``), trimmed of
     nothing: ``(trans, acc, byte_class)``."""

@@ -24,6 +24,7 @@ from ..automaton import ir, ops
 from ..automaton.build import embedded
 from ..automaton.dfa import ByteDFA
 from ..automaton.minimize import canonical_dfa
+from ..automaton.product import shared_classes
 from ..errors import GrammarError, LimitExceeded
 from .grammar import CFG, name_maker, trim
 from .terminals import build
@@ -39,6 +40,7 @@ def universal_states(d: ByteDFA) -> np.ndarray:
     u = ops.utf8_star()
     ut, ub, ua = np.asarray(u.transitions), np.asarray(u.byte_class), np.asarray(u.accepting)
     dt, db, da = np.asarray(d.transitions), np.asarray(d.byte_class), np.asarray(d.accepting)
+    _, reps = shared_classes([u.byte_class, d.byte_class])
     out = np.zeros(d.n_states, bool)
     for s0 in range(d.n_states):
         seen = {(s0, u.start)}
@@ -49,7 +51,7 @@ def universal_states(d: ByteDFA) -> np.ndarray:
             if ua[x] and not da[s]:
                 ok = False
                 break
-            for b in range(256):
+            for b in reps:
                 x2 = int(ut[x, ub[b]])
                 if x2 < 0:
                     continue
@@ -113,10 +115,7 @@ class _Follow:
         return out
 
     def _product(self, d: ByteDFA, p: tuple, own) -> dict:
-        conds = [self.conds[c] for c, _ in p]
-        sig = np.stack([np.asarray(d.byte_class)] + [np.asarray(c.byte_class) for c, _ in conds], axis=1)
-        _, rep, bc = np.unique(sig, axis=0, return_index=True, return_inverse=True)
-        reps = [int(b) for b in rep]
+        bc, reps = shared_classes([d.byte_class] + [self.conds[c][0].byte_class for c, _ in p])
         dt, db, da = np.asarray(d.transitions), np.asarray(d.byte_class), np.asarray(d.accepting)
         index = {}
         states, rows, outcome = [], [], []
@@ -159,7 +158,7 @@ class _Follow:
         outcome = np.array(outcome)
         out = {}
         for q in sorted({int(o) for o in outcome if o >= 0}):
-            part = canonical_dfa(trans, outcome == q, bc.reshape(256).astype(np.int32))
+            part = canonical_dfa(trans, outcome == q, bc)
             if not part.is_empty():
                 out[q] = part
         return out

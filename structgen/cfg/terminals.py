@@ -13,6 +13,7 @@ from ..automaton import ir
 from ..automaton.build import build_dfa
 from ..automaton.dfa import ByteDFA
 from ..automaton.minimize import canonical_acyclic_dfa, canonical_dfa
+from ..automaton.product import shared_classes
 from ..errors import LimitExceeded, Unsupported
 
 def build(node: ir.Node, max_states: int = 100_000) -> ByteDFA:
@@ -157,10 +158,7 @@ def after_ignores(ignores, body, max_states: int = 100_000, body_name: str = "")
     guards are the body's own states (appended as they are)."""
     dfas = [d for _, d in ignores]
     parts = dfas + ([body] if body is not None else [])
-    sig = np.stack([d.byte_class for d in parts], axis=1)
-    _, rep, bc = np.unique(sig, axis=0, return_index=True, return_inverse=True)
-    bc = bc.reshape(256).astype(np.int32)
-    reps = [int(b) for b in rep]
+    bc, reps = shared_classes([d.byte_class for d in parts])
     K = len(reps)
     tabs = [(d.transitions, d.byte_class, d.accepting) for d in dfas]
 

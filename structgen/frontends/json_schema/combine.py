@@ -31,8 +31,8 @@ sound).  Complements of scalars need exact regular languages: a ``format`` we ch
 than the oracle is complemented without the format (values the format would take then fall in no
 class: sound, narrower, ``report.exact`` is False); another inexact language raises
 :class:`Fallback`, as do the keywords this construction does not take (``uniqueItems``, more than
-more than ``keys.MAX_KEY_CELLS`` key cells of ``patternProperties``, ``MAX_VALUE_FORMULAS`` distinct value schemas or
-``MAX_VALUE_CLASSES`` value classes for one key class when no discriminator key splits the
+``keys.MAX_KEY_CELLS`` key cells of ``patternProperties``, ``MAX_VALUE_FORMULAS`` distinct value
+schemas or ``MAX_VALUE_CLASSES`` value classes for one key class when no discriminator key splits the
 object, ``max_states`` automaton states or ``MAX_TRANSITIONS`` transitions for the schema,
 ``MAX_RULES`` rules for one combination).  On :class:`Fallback` the caller compiles the sub-schema
 the regular way, as before.  Only the value classes on live transitions of the minimised

@@ -18,8 +18,7 @@ from structgen.automaton import ir, ops
 from structgen.automaton.build import build_dfa, embedded
 from structgen.automaton.minimize import canonical_dfa
 
-ANY_STAR = ir.Repeat(ir.ANY_CHAR, 0, None)
-
+from .language import ANY_STAR
 from .strings import SURROGATE, code_point_gadget, encode, encode_charset
 
 _KEY_CHAR = None  # (A: the DFA of one encoded key code point, its 256-column rows mapped for other_keys_node)
@@ -172,11 +171,13 @@ def key_cells(patterns: tuple, declared) -> list | None:
     Exact: the cells are disjoint and cover every undeclared key.  None past
     :data:`MAX_KEY_CELLS` cells; build limits raise :class:`~structgen.errors.LimitExceeded`."""
     names = tuple(sorted(set(declared)))
+    outside = ir.Not(ir.alt(*[ir.literal(k) if k else ir.EMPTY for k in names])) if names else None
+    if not patterns:  # one cell, not worth an automaton
+        return [((), _quoted(outside))]
     key = (tuple(patterns), names)
     hit = _KEY_CELLS.get(key)
     if hit is not None:
         return hit
-    outside = ir.Not(ir.alt(*[ir.literal(k) if k else ir.EMPTY for k in names])) if names else None
     # (matched indexes, cell DFA: for emptiness, cell IR)
     cells = [((), build_dfa(outside) if outside is not None else ops.utf8_star(), outside)]
     for i, p in enumerate(patterns):
@@ -189,8 +190,12 @@ def key_cells(patterns: tuple, declared) -> list | None:
         if len(split) > MAX_KEY_CELLS:
             return None
         cells = split
-    # the cells' own IR, encoded the IR way (cheap in "key" mode; encoding their DFAs cost more)
-    out = [(idx, ir.seq(ir.literal('"'), encode(node if node is not None else ANY_STAR, "key"), ir.literal('"')))
-           for idx, _, node in sorted(cells, key=lambda c: c[0])]
+    out = [(idx, _quoted(node)) for idx, _, node in sorted(cells, key=lambda c: c[0])]
     _KEY_CELLS.put(key, out)
     return out
+
+
+def _quoted(body) -> ir.Node:
+    """The quoted JSON keys whose decoding is in ``body`` (None: any), encoded the IR way (cheap in
+    "key" mode; encoding the cells' DFAs cost more)."""
+    return ir.seq(ir.literal('"'), encode(ANY_STAR if body is None else body, "key"), ir.literal('"'))

@@ -66,18 +66,18 @@ class ObjectLanguages:
 
         # additional members: keys that are not declared, split by the patterns they match
         extra = []
-        if pat_items:
+        if pat_items or addl is not False:
             cells = key_cells(tuple(pat_ir), declared)
             if cells is None:
                 self.unsupported("patternProperties", ptr, f"keys split into more than {MAX_KEY_CELLS} cells")
             for matched, key_ir in cells:
                 val = and_langs([pat_langs[i] for i in matched]) if matched else addl_lang
-                if val.node != ir.NOTHING:
-                    self._extra_member(extra, keys, key_ir, val, names_lang)
-        elif addl is not False and addl_lang.node != ir.NOTHING:
-            body = ir.Not(ir.alt(*[ir.literal(k) if k else ir.EMPTY for k in declared])) if declared else \
-                ir.Repeat(ir.ANY_CHAR, 0, None)
-            self._extra_member(extra, keys, ir.seq(lit('"'), encode(body, "key"), lit('"')), addl_lang, names_lang)
+                if val.node == ir.NOTHING:
+                    continue
+                if names_lang is not None:
+                    key_ir = ir.And((key_ir, names_lang))
+                extra.append(ir.seq(key_ir, self.colon, val.node))
+                keys.append(key_ir)
         x_member = ir.alt(*extra) if extra else ir.NOTHING
 
         content = None
@@ -101,12 +101,6 @@ class ObjectLanguages:
             node = ir.And((node, *[d.node for d in dep]))
             exact = exact and all(d.exact for d in dep)
         return Lang(self.block(node), exact)
-
-    def _extra_member(self, extra, keys, key_ir, val, names_lang):
-        if names_lang is not None:
-            key_ir = ir.And((key_ir, names_lang))
-        extra.append(ir.seq(key_ir, self.colon, val.node))
-        keys.append(key_ir)
 
     def _members(self, members, x_member, min_p, max_p, keys=None, ptr: str = "", extra_open=False):
         """The non-empty member lists: declared members in order, extra ones anywhere.

@@ -70,6 +70,9 @@ __all__ = ["parse_regex", "parse_terminal", "search_to_full", "dfa_from_regex", 
            "DEFAULT_MAX_DEPTH"]
 
 _NL = ir.literal("\n")
+#: what may follow a match that ends with an end anchor of this kind (None: no anchor), up to the
+#: end of the input
+_AFTER_END = {None: ANY_STAR, "Z": ir.EMPTY, "$": ir.repeat(_NL, 0, 1), "m": ir.alt(ir.EMPTY, ir.seq(_NL, ANY_STAR))}
 
 
 def _parse_flags(flags) -> int:
@@ -139,11 +142,6 @@ def _resolved(low, d, max_states: int, terminal: bool):
     return d
 
 
-#: the rest of the input after a lexeme whose pattern ends with an end anchor of this kind
-_REST_AFTER = {None: ANY_STAR, "Z": ir.EMPTY, "$": ir.repeat(_NL, 0, 1),
-               "m": ir.alt(ir.EMPTY, ir.seq(_NL, ANY_STAR))}
-
-
 def parse_terminal(pattern: str, flags=0, *, syntax: str = PYTHON, max_depth: int = DEFAULT_MAX_DEPTH,
                    max_states: int = DEFAULT_MAX_STATES) -> list:
     """A grammar terminal's pattern whose lookaheads may see past the lexeme: ``[(lexemes,
@@ -164,10 +162,11 @@ def parse_terminal(pattern: str, flags=0, *, syntax: str = PYTHON, max_depth: in
     with ir.recursion_room(parser.max_depth_seen):
         if not tree.look:
             return [(_lowered(low, tree, True), None)]
-        node = ir.alt(*[low.lower(body, ir.seq(MARK, _REST_AFTER[ek])) for _, ek, body in low.variants(tree)])
-        if parser.has_behind and _lazy_at(tree) is not None:
+        lazy = _lazy_at(tree) if parser.has_behind else None
+        if lazy is not None:
             # the idiom ".*?(?<!\\)..." means Lark's first match, which every lexing does not model
-            raise parser.unsupported("a lookbehind in a pattern with a lazy quantifier", _lazy_at(tree))
+            raise parser.unsupported("a lookbehind in a pattern with a lazy quantifier", lazy)
+        node = ir.alt(*[low.lower(body, ir.seq(MARK, _AFTER_END[ek])) for _, ek, body in low.variants(tree)])
         d = _resolved(low, build_dfa(node, max_states), max_states, terminal=True)
         return [(embedded(lexemes), rest) for lexemes, rest in split_at_marker(d)]
 
@@ -180,8 +179,7 @@ def _lowered(low, tree, anchored: bool) -> ir.Node:
         else:
             prefix = {None: ANY_STAR, "A": ir.EMPTY,
                       "m": ir.alt(ir.EMPTY, ir.seq(ANY_STAR, _NL))}[sk]
-            suffix = {None: ANY_STAR, "Z": ir.EMPTY, "$": ir.repeat(_NL, 0, 1),
-                      "m": ir.alt(ir.EMPTY, ir.seq(_NL, ANY_STAR))}[ek]
+            suffix = _AFTER_END[ek]
         out.append(ir.seq(prefix, low.lower(body, suffix)))
     return ir.alt(*out)
 

@@ -27,6 +27,7 @@ from ...automaton import ir, ops
 from ...automaton.build import DEFAULT_MAX_STATES, build_dfa, embedded
 from ...automaton.dfa import ByteDFA
 from ...automaton.minimize import canonical_dfa
+from ...automaton.product import shared_classes
 from ...errors import LimitExceeded
 
 MARK_BYTE = 0xFF
@@ -116,10 +117,8 @@ def resolve_behind(d: ByteDFA, byte: int, body: ir.Node, negative: bool,
     dt, dbc, dacc = np.asarray(d.transitions), np.asarray(d.byte_class), np.asarray(d.accepting)
     vbc = np.asarray(view.byte_class)
     m = int(dbc[byte])
-    sig = np.stack([dbc, vbc], axis=1)
-    _, rep, bc = np.unique(sig, axis=0, return_index=True, return_inverse=True)
-    bc = bc.reshape(256).astype(np.int32)
-    reps = [int(b) for b in rep if int(b) != byte]
+    bc, reps = shared_classes([dbc, vbc])
+    reps = [b for b in reps if b != byte]  # the marker's own class (the view loops on it): empty moves
     cls = [int(bc[b]) for b in reps]
 
     def closure(pairs):

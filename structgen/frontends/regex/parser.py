@@ -36,9 +36,9 @@ class Tree:
     """A parse-tree node.  ``kind`` selects the meaning of ``a``/``b``/``c``/``d``:
     SET: a=CharSet; LIT: a=str (a run of plain characters); SEQ/ALT: a=list of nodes;
     REP: a=node, b=min, c=max, d=mode; ATOMIC: a=node; ANCHOR: a="start"|"end",
-    b=kind ("A", "m", "Z", "$"); LOOK (a lookaround): a=node, b=negative, c=behind (a lookbehind).  ``poss`` marks trees
-    lowered with their continuation (possessive parts, atomic groups, lookaheads), ``look``
-    those holding a lookahead."""
+    b=kind ("A", "m", "Z", "$"); LOOK (a lookaround): a=node, b=negative, c=behind (a lookbehind).
+    ``poss`` marks trees lowered with their continuation (possessive parts, atomic groups,
+    lookarounds), ``look`` those holding a lookaround."""
 
     __slots__ = ("kind", "pos", "a", "b", "c", "d", "anchor", "poss", "look")
 
