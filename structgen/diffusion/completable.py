@@ -18,7 +18,8 @@ Both answers are exact:
   engine's byte-level Earley recogniser run over the lattice of fillings
   (:mod:`structgen.diffusion.lattice`): fixed tokens are stepped as the matcher steps them,
   each hole walks the token trie once and joins the points every token leaves into one chart,
-  so the work grows with the number of holes, not with the number of fillings.  Lexing
+  so the work grows with the number of holes, not with the number of fillings; the walk steps
+  groups of tokens the lexer cannot tell apart at once (inside a name, every letter alike).  Lexing
   ambiguity and tokens straddling lexeme boundaries are handled as the matcher handles them
   (every lexing is kept).  Past ``max_nodes`` trie nodes for one hole or ``max_items`` chart
   items it raises :class:`~structgen.errors.LimitExceeded`: never a guess.
@@ -123,7 +124,7 @@ def completable(compiled, tokens, *, mask_token_id: int, state=None, final: bool
             *stricter* question -- does a completion fit in single-byte tokens -- answered
             without walking the holes.  The lookahead keeps this stronger invariant, so that
             its left-to-right filling always finds a token by the tail test.
-        limits: ``max_nodes`` (trie nodes one hole may step), ``max_total_nodes`` (all holes
+        limits: ``max_nodes`` (trie-node groups one hole may step), ``max_total_nodes`` (all holes
             together), ``max_work`` (Earley items and frontier points made by all hole walks:
             their time, about 0.1 µs each here), ``max_items`` (chart items),
             ``max_configs`` (matcher forks of the generic search); see :data:`DEFAULT_LIMITS`.
