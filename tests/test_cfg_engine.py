@@ -697,3 +697,27 @@ def test_compile_passes_max_states_to_the_grammar_engine(llama3):
         sg.compile(g, llama3, max_states=50, cache=False)
     m = sg.compile(g, llama3, cache=False).matcher()
     assert m.advance_bytes(b"ba" + b"b" * 8) and m.is_accepting()
+
+
+def test_set_duplicates_found_by_table_and_by_scan_alike():
+    """earley.add_item: a set built with the duplicate table (the lattice's large sets), with a
+    table too small for it (the scan takes over past half its slots) and without one holds the
+    same items in the same order."""
+    from structgen.cfg import earley
+    rng = np.random.default_rng(5)
+    k = 7  # the set being built; origins below it
+    for trial in range(20):
+        pairs = [(int(rng.integers(0, 12)), int(rng.choice([k, *range(int(rng.integers(1, 7)))])))
+                 for _ in range(int(rng.integers(1, 200)))]
+        built = []
+        for seen in (None, np.zeros(2 * 8, np.int64), np.zeros(2 * 1024, np.int64)):
+            items = np.zeros((256, 2), np.int32)
+            mark = np.zeros(2 * 12, np.int64)
+            n = 0
+            for stamp in (3, 4):  # a second set reusing the scratch under a new stamp
+                n = 0
+                for dr, org in pairs:
+                    n = earley.add_item(items, 0, n, dr, org, k, mark, stamp, seen)
+            built.append(items[:n].tolist())
+        assert built[0] == built[1] == built[2]
+        assert len(built[0]) == len(set(pairs))

@@ -42,17 +42,20 @@ OVERFLOW = -1
 
 
 @njit(cache=True, nogil=True)
-def _add_item(items, set_base, n, dr, org, k, mark, stamp):
+def add_item(items, set_base, n, dr, org, k, mark, stamp, seen):
     """Append (dr, org) to set k (items[set_base:n]) unless present; returns new n (-1: full).
 
     ``mark`` has two halves: ``mark[dr] == stamp`` iff (dr, k) is in the set,
-    ``mark[half + dr] == stamp`` iff dr is there with some other origin (only then
-    is the set scanned for a duplicate)."""
+    ``mark[half + dr] == stamp`` iff dr is there with some other origin.  Only then is a
+    duplicate looked for: in ``seen`` when it is not None and the set is below half its
+    slots (an open-addressing table of ``(dr << 32 | org, stamp)`` pairs, stale entries being
+    those of older stamps: the lattice's sets hold one rule with hundreds of origins), else by
+    scanning the set."""
     if org == k:
         if mark[dr] == stamp:
             return n
         mark[dr] = stamp
-    else:
+    elif seen is None:  # (pruned at compile time: the autoregressive specialisation only scans)
         h = mark.shape[0] // 2 + dr
         if mark[h] == stamp:
             for p in range(set_base, n):
@@ -60,6 +63,21 @@ def _add_item(items, set_base, n, dr, org, k, mark, stamp):
                     return n
         else:
             mark[h] = stamp
+    else:
+        h = mark.shape[0] // 2 + dr
+        hashed = 2 * (n - set_base) < seen.shape[0] // 2
+        if mark[h] == stamp:
+            if hashed:
+                if not seen_insert(seen, (np.int64(dr) << 32) | org, stamp):
+                    return n
+            else:
+                for p in range(set_base, n):
+                    if items[p, 0] == dr and items[p, 1] == org:
+                        return n
+        else:
+            mark[h] = stamp
+            if hashed:
+                seen_insert(seen, (np.int64(dr) << 32) | org, stamp)
     if n >= items.shape[0]:
         return -1
     items[n, 0] = dr
@@ -68,7 +86,22 @@ def _add_item(items, set_base, n, dr, org, k, mark, stamp):
 
 
 @njit(cache=True, nogil=True)
-def close_set(items, set_off, k, n, NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, mark, stamp):
+def seen_insert(seen, key, stamp):
+    """Insert ``key`` into the table ``seen`` (slot i: ``seen[2i]`` key, ``seen[2i+1]`` its stamp;
+    a power-of-two number of slots); False when it was there under ``stamp`` already."""
+    mask = seen.shape[0] // 2 - 1
+    i = ((key * np.int64(0x9E3779B97F4A7C15)) >> np.int64(20)) & mask
+    while seen[2 * i + 1] == stamp:
+        if seen[2 * i] == key:
+            return False
+        i = (i + 1) & mask
+    seen[2 * i] = key
+    seen[2 * i + 1] = stamp
+    return True
+
+
+@njit(cache=True, nogil=True)
+def close_set(items, set_off, k, n, NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, mark, stamp, seen):
     """Close set k (items[set_off[k]:n]) under prediction and completion; returns the new end (-1: full)."""
     base = set_off[k]
     p = base
@@ -85,16 +118,16 @@ def close_set(items, set_off, k, n, NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullabl
             for q in range(lo, hi):
                 d2 = items[q, 0]
                 if dr_next[d2] == a:
-                    n = _add_item(items, base, n, d2 + 1, items[q, 1], k, mark, stamp)
+                    n = add_item(items, base, n, d2 + 1, items[q, 1], k, mark, stamp, seen)
                     if n < 0:
                         return -1
         elif s < NN:
             for r in range(nt_ptr[s], nt_ptr[s + 1]):
-                n = _add_item(items, base, n, nt_dr0[r], k, k, mark, stamp)
+                n = add_item(items, base, n, nt_dr0[r], k, k, mark, stamp, seen)
                 if n < 0:
                     return -1
             if nullable[s]:
-                n = _add_item(items, base, n, dr + 1, org, k, mark, stamp)
+                n = add_item(items, base, n, dr + 1, org, k, mark, stamp, seen)
                 if n < 0:
                     return -1
         p += 1
@@ -237,8 +270,9 @@ def predict_frontier_aliased(items, set_off, k, NN, dr_next, dr_lhs, gterm, tsta
 @njit(cache=True, nogil=True)
 def step_byte(b, items, set_off, n_sets, fin, nfin, fout, comp,
               NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr,
-              trans, gacc, gout, gterm, tstart, mark, stampbox):
-    """Consume byte ``b``: frontier ``fin[:nfin]`` -> ``fout``.
+              trans, gacc, gout, gterm, tstart, mark, stampbox, seen):
+    """Consume byte ``b``: frontier ``fin[:nfin]`` -> ``fout`` (``seen``: see :func:`add_item`;
+    None for small charts: sets are scanned).
 
     Returns ``(nf, n_sets_after, acc)``; ``nf == -1`` means a buffer overflowed.
     ``nf == 0 and not acc`` means the byte is not viable.
@@ -290,10 +324,10 @@ def step_byte(b, items, set_off, n_sets, fin, nfin, fout, comp,
         for p in range(set_off[j], set_off[j + 1]):
             d = items[p, 0]
             if dr_next[d] == sym:
-                n = _add_item(items, base, n, d + 1, items[p, 1], k, mark, stamp)
+                n = add_item(items, base, n, d + 1, items[p, 1], k, mark, stamp, seen)
                 if n < 0:
                     return -1, n_sets, False
-    n = close_set(items, set_off, k, n, NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, mark, stamp)
+    n = close_set(items, set_off, k, n, NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, mark, stamp, seen)
     if n < 0:
         return -1, n_sets, False
     set_off[k + 1] = n
@@ -313,8 +347,8 @@ def init_chart(items, set_off, fout, NN, start_nt, dr_next, dr_lhs, nt_ptr, nt_d
     set_off[0] = 0
     n = 0
     for r in range(nt_ptr[start_nt], nt_ptr[start_nt + 1]):
-        n = _add_item(items, 0, n, nt_dr0[r], 0, 0, mark, stamp)
-    n = close_set(items, set_off, 0, n, NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, mark, stamp)
+        n = add_item(items, 0, n, nt_dr0[r], 0, 0, mark, stamp, None)
+    n = close_set(items, set_off, 0, n, NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, mark, stamp, None)
     if n < 0:
         return -1, False
     set_off[1] = n
@@ -346,7 +380,7 @@ def step_bytes(data, items, set_off, n_sets, front, nfront, fbuf, comp,
             return 0, n_sets, 0, cur, False
         res = step_byte(data[i], items, set_off, n_sets, fbuf[cur], nf, fbuf[1 - cur], comp,
                         NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr,
-                        trans, gacc, gout, gterm, tstart, mark, stampbox)
+                        trans, gacc, gout, gterm, tstart, mark, stampbox, None)
         nf2, ns2, acc = res
         if nf2 < 0:
             return -1, n_sets, 0, cur, False
@@ -377,10 +411,10 @@ def predict_after(t, j, items, set_off, n_sets, fout,
     for p in range(set_off[j], set_off[j + 1]):
         d = items[p, 0]
         if dr_next[d] == sym:
-            n = _add_item(items, base, n, d + 1, items[p, 1], k, mark, stamp)
+            n = add_item(items, base, n, d + 1, items[p, 1], k, mark, stamp, None)
             if n < 0:
                 return -1
-    n = close_set(items, set_off, k, n, NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, mark, stamp)
+    n = close_set(items, set_off, k, n, NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, mark, stamp, None)
     if n < 0:
         return -1
     set_off[k + 1] = n

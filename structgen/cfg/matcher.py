@@ -40,7 +40,7 @@ class CFGMatcher(Matcher, ByteStateView):
         self._lex_states = None   # (frontier, its lexer states), see byte_states
         self._items = None
         tb = engine.tables
-        self._mark = np.zeros(2 * max(tb.n_dr, 1), np.int64)  # see earley._add_item
+        self._mark = np.zeros(2 * max(tb.n_dr, 1), np.int64)  # see earley.add_item
         self._stamp = np.zeros(2, np.int64)  # [0]: Earley-set stamp, [1]: per-mask stamp
         self._comp = np.empty((256, 2), np.int32)
         self._fcap = 256

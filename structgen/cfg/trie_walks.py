@@ -39,7 +39,7 @@ def _walk_range(lo, hi, items, set_off, fstack, comp, lvl_sets, lvl_fs, lvl_fn,
         out = a + nin
         res = step_byte(node_byte[i], items, set_off, lvl_sets[d - 1], fstack[a:out], nin, fstack[out:], comp,
                         NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr,
-                        trans, gacc, gout, gterm, tstart, mark, stampbox)
+                        trans, gacc, gout, gterm, tstart, mark, stampbox, None)
         nf, ns, acc = res
         if nf < 0:
             return -1

@@ -240,7 +240,7 @@ def _expand(lv_nodes, lo, hi, d, front, nf, trans, node_byte, node_end, dbase, l
 @njit(cache=True, nogil=True)
 def hole_walk(items, set_off, n0, front, nfront, fst, comp,
               NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr, trans, gacc, gout, gterm, tstart,
-              mark, stampbox, node_byte, node_end, tok_ptr, tok_ids, dbase, allow,
+              mark, stampbox, seen, node_byte, node_end, tok_ptr, tok_ids, dbase, allow,
               out_items, out_set_off, out_ns, out_front, fkeys, reach, cmap, enc, skeys, svals, max_nodes,
               max_depth, max_work):
     """One hole: every token of the trie from the point (``n0`` sets, frontier ``front``), joined
@@ -305,7 +305,7 @@ def hole_walk(items, set_off, n0, front, nfront, fst, comp,
             return WORK_LIMIT, out_ns, out_nf, acc_any, nodes, work
         nf2, ns2, acc = earley.step_byte(lv_rep[gbase], items, set_off, nsets[d - 1], fst[d - 1], nfs[d - 1],
                                          fst[d], comp, NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable,
-                                         final_dr, trans, gacc, gout, gterm, tstart, mark, stampbox)
+                                         final_dr, trans, gacc, gout, gterm, tstart, mark, stampbox, seen)
         if nf2 < 0:
             return WORK_FULL, out_ns, out_nf, acc_any, nodes, work
         work += nf2 + set_off[ns2] - set_off[nsets[d - 1]]
@@ -341,6 +341,7 @@ def hole_walk(items, set_off, n0, front, nfront, fst, comp,
 
 
 _ALL = np.zeros(0, np.uint8)  # (no filter)
+SEEN_SLOTS = 1 << 15  # duplicate-table slots: sets of up to half as many items are deduplicated by hashing
 
 
 def _pow2(n: int) -> int:
@@ -374,6 +375,7 @@ class Chart:
         self.max_work = None if max_work is None else int(max_work)
         self.mark = np.zeros(2 * max(tb.n_dr, 1), np.int64)
         self.stamp = np.zeros(2, np.int64)
+        self.seen = np.zeros(2 * SEEN_SLOTS, np.int64)  # the steps' duplicate table (earley.add_item)
         self.comp = np.empty((256, 2), np.int32)
         self.fcap = max(64, 2 * self.front.shape[0])
         self.fbuf = np.empty((2, self.fcap, 2), np.int32)
@@ -503,7 +505,8 @@ class Chart:
             work_left = (1 << 62) if self.max_work is None else self.max_work - self.work
             st, out_ns, out_nf, acc, nodes, work = hole_walk(
                 self.items, self.set_off, self.n_sets, self.front, self.front.shape[0], fst, self.comp, *self.ga,
-                self.mark, self.stamp, trie.node_byte, trie.node_end, trie.tok_ptr, trie.tok_ids, dbase, allow,
+                self.mark, self.stamp, self.seen, trie.node_byte, trie.node_end, trie.tok_ptr, trie.tok_ids, dbase,
+                allow,
                 out_items, out_set_off, self.n_sets, out_front, fkeys, reach, cmap, enc, skeys, svals, budget,
                 longest, work_left)
             if st == OK:
