@@ -1,6 +1,6 @@
-"""Lookahead on a tiny random model over the GPT-2 vocabulary: ``--model bert``, a BertForMaskedLM
-through ``sgd.generate(method="lookahead")``; ``--model diffusiongemma``, a DiffusionGemmaForBlockDiffusion
-through its own ``generate`` with ``DiffusionLogitsProcessor(method="lookahead")`` (canvas = ``--block``,
+"""Lookahead on a tiny random model over the GPT-2 vocabulary: ``--model bert`` (or ``modernbert``), a
+BertForMaskedLM (ModernBertForMaskedLM) through ``sgd.generate(method="lookahead")``; ``--model diffusiongemma``,
+a DiffusionGemmaForBlockDiffusion through its own ``generate`` with ``DiffusionLogitsProcessor(method="lookahead")`` (canvas = ``--block``,
 ``max_denoising_steps`` = ``--steps`` per canvas).  Reported: validity per grammar (and the unconstrained
 share), per-step overhead against unconstrained steps, rejections / recoveries per block, exact-check
 time (p50 / p99 / max), with the beam (``beam_width=5``) and without (``beam_width=0``: every proposal
@@ -89,12 +89,31 @@ class CanvasBert(torch.nn.Module):
         return self.mlm.cls(h[:, -self.length:])
 
 
-def model_and_tokenizer(length):
+class CanvasMLM(torch.nn.Module):
+    """Any masked LM of transformers (its logits on the canvas only)."""
+
+    def __init__(self, mlm, length):
+        super().__init__()
+        self.mlm, self.length = mlm, length
+
+    def forward(self, input_ids, attention_mask=None):
+        return self.mlm(input_ids=input_ids, attention_mask=attention_mask).logits[:, -self.length:]
+
+
+def model_and_tokenizer(length, kind="bert"):
     from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
     tok = AutoTokenizer.from_pretrained(str(ROOT / "tests/data/tokenizers/gpt2"), local_files_only=True)
     tok.add_special_tokens({"mask_token": "<|mask|>"})
     torch.manual_seed(0)
+    if kind == "modernbert":
+        from transformers import ModernBertConfig, ModernBertForMaskedLM
+
+        e = tok.eos_token_id
+        cfg = ModernBertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                               intermediate_size=64, max_position_embeddings=128, pad_token_id=e, bos_token_id=e,
+                               eos_token_id=e, cls_token_id=e, sep_token_id=e)
+        return CanvasMLM(ModernBertForMaskedLM(cfg).eval(), length), tok
     cfg = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                      intermediate_size=64, max_position_embeddings=128)
     return CanvasBert(BertForMaskedLM(cfg).eval(), length), tok
@@ -208,7 +227,7 @@ def main(argv=None):
     ap.add_argument("--grammars", default="json,arithmetic,sql,gbnf,schema")
     ap.add_argument("--beams", default="5,0", help="beam widths to compare")
     ap.add_argument("--out", default=None)
-    ap.add_argument("--model", choices=("bert", "diffusiongemma"), default="bert")
+    ap.add_argument("--model", choices=("bert", "modernbert", "diffusiongemma"), default="bert")
     a = ap.parse_args(argv)
     if a.model == "diffusiongemma":
         write(a, argv, main_gemma(a, argv), "processor ms/step (batch)", "unconstrained model ms/step")
@@ -217,7 +236,7 @@ def main(argv=None):
 
 
 def main_bert(a):
-    model, tok = model_and_tokenizer(a.length)
+    model, tok = model_and_tokenizer(a.length, a.model)
     blocks = a.length // a.block
     rows = []
     base = run(model, tok, {}, a.n, a.length, a.block, a.steps, a.batch, 0, method="map")
@@ -258,7 +277,7 @@ def write(a, argv, rows, step_col, base_col):
                                        + [str(r[11])] + [f"{x:.1f}" for x in r[12:15]] + [f"{r[15]:.2f}", f"{r[16]:.0f}"])
                      + " |")
     text = "\n".join(lines)
-    model_name = {"bert": "BertForMaskedLM (sgd.generate)",
+    model_name = {"bert": "BertForMaskedLM (sgd.generate)", "modernbert": "ModernBertForMaskedLM (sgd.generate)",
                   "diffusiongemma": "DiffusionGemmaForBlockDiffusion (its generate + DiffusionLogitsProcessor)"}
     print(text)
     if a.out:
