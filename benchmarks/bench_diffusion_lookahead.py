@@ -1,10 +1,11 @@
 """Lookahead on a tiny random model over the GPT-2 vocabulary: ``--model bert`` (or ``modernbert``), a
-BertForMaskedLM (ModernBertForMaskedLM) through ``sgd.generate(method="lookahead")``; ``--model diffusiongemma``,
-a DiffusionGemmaForBlockDiffusion through its own ``generate`` with ``DiffusionLogitsProcessor(method="lookahead")``
-(canvas = ``--block``, ``max_denoising_steps`` = ``--steps`` per canvas).  Reported: validity per grammar (and the unconstrained
-share), per-step overhead against unconstrained steps, rejections / recoveries per block, exact-check
-time (p50 / p99 / max), with the beam (``beam_width=5``) and without (``beam_width=0``: every proposal
-the mask does not decide goes to the exact check).
+BertForMaskedLM (ModernBertForMaskedLM) through ``sgd.generate(method="lookahead")``; ``--model
+diffusiongemma``, a DiffusionGemmaForBlockDiffusion through its own ``generate`` with
+``DiffusionLogitsProcessor(method="lookahead")`` (canvas = ``--block``, ``max_denoising_steps`` = ``--steps``
+per canvas). Reported: validity per grammar (and the unconstrained share), per-step overhead against
+unconstrained steps, rejections / recoveries per block, exact-check time (p50 / p99 / max), with the beam
+(``beam_width=5``) and without (``beam_width=0``: every proposal the mask does not decide goes to the exact
+check).
 
     python benchmarks/bench_diffusion_lookahead.py --n 200 --length 16 --out benchmarks/results/diffusion_lookahead/cpu.md
     python benchmarks/bench_diffusion_lookahead.py --model diffusiongemma --n 200 --length 12 --block 6 --steps 3
