@@ -23,7 +23,10 @@ replaced by the representative of their class under the lexer's byte partition (
 in one class when every lexer state moves the same way on both).  ``step_byte`` reads a byte
 only through the lexer's transition table, so every token of a class-trie path leaves the same
 point, and the walk is the same walk over far fewer nodes (gpt2's 98k trie nodes are 1.3k for
-the shipped arithmetic grammar, whose names are any lowercase letters).
+the shipped arithmetic grammar, whose names are any lowercase letters).  Below a path the
+children are grouped again by how the lexer states of *that* path's frontier move on their
+byte (one step per group): where keywords keep letters apart in the classes, a path inside a
+name that no keyword continues still steps all its letters as one.
 
 Everything is a flat array; buffers that run out make the kernel return a status naming
 them, and :class:`Chart` grows them and walks again (nothing is committed before success).
