@@ -378,7 +378,7 @@ class Chart:
         self.max_work = None if max_work is None else int(max_work)
         self.mark = np.zeros(2 * max(tb.n_dr, 1), np.int64)
         self.stamp = np.zeros(2, np.int64)
-        self.seen = np.zeros(2 * SEEN_SLOTS, np.int64)  # the steps' duplicate table (earley.add_item)
+        self.seen = None  # the hole walks' duplicate table (earley.add_item), made by the first hole
         self.comp = np.empty((256, 2), np.int32)
         self.fcap = max(64, 2 * self.front.shape[0])
         self.fbuf = np.empty((2, self.fcap, 2), np.int32)
@@ -469,6 +469,8 @@ class Chart:
         """Join every token after the current point (see :func:`hole_walk`); with ``allow`` (bool
         per token id) only those it allows."""
         trie, dbase = class_trie(self.engine)
+        if self.seen is None:
+            self.seen = np.zeros(2 * SEEN_SLOTS, np.int64)
         if allow is None:
             allow, longest = _ALL, int(trie.max_depth)
         else:
