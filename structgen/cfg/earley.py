@@ -68,7 +68,7 @@ def add_item(items, set_base, n, dr, org, k, mark, stamp, seen):
         hashed = 2 * (n - set_base) < seen.shape[0] // 2
         if mark[h] == stamp:
             if hashed:
-                if not seen_insert(seen, (np.int64(dr) << 32) | org, stamp):
+                if not _seen_insert(seen, (np.int64(dr) << 32) | org, stamp):
                     return n
             else:
                 for p in range(set_base, n):
@@ -77,7 +77,7 @@ def add_item(items, set_base, n, dr, org, k, mark, stamp, seen):
         else:
             mark[h] = stamp
             if hashed:
-                seen_insert(seen, (np.int64(dr) << 32) | org, stamp)
+                _seen_insert(seen, (np.int64(dr) << 32) | org, stamp)
     if n >= items.shape[0]:
         return -1
     items[n, 0] = dr
@@ -86,7 +86,7 @@ def add_item(items, set_base, n, dr, org, k, mark, stamp, seen):
 
 
 @njit(cache=True, nogil=True)
-def seen_insert(seen, key, stamp):
+def _seen_insert(seen, key, stamp):
     """Insert ``key`` into the table ``seen`` (slot i: ``seen[2i]`` key, ``seen[2i+1]`` its stamp;
     a power-of-two number of slots); False when it was there under ``stamp`` already."""
     mask = seen.shape[0] // 2 - 1

@@ -37,6 +37,7 @@ import numpy as np
 from numba import njit
 
 from .. import caching
+from ..automaton.product import shared_classes
 from ..kernels.graph import reverse_csr
 from ..cfg import earley
 from ..errors import LimitExceeded
@@ -169,20 +170,19 @@ def _join(items, set_off, n0, ns, front, nf, out_items, out_set_off, out_ns0, ou
 
 @njit(cache=True, nogil=True)
 def _expand(lv_nodes, lo, hi, d, front, nf, trans, node_byte, node_end, dbase, lv_gstart, lv_rep, gmap, ghash,
-            grep, gcount, gl, touched):
+            grep, gcount, gl, gstamp, touched):
     """Group the children of the trie nodes ``lv_nodes[lo:hi]`` (depth ``d``) by how the lexer
     states of ``front[:nf]`` move on their byte, and lay the groups out for depth ``d + 1``
     (nodes in ``lv_nodes`` from ``dbase[d + 1]``, starts and representative bytes at
-    ``dbase[d + 1] + d + 1``).  Returns the number of groups."""
+    ``dbase[d + 1] + d + 1``).  ``gstamp`` (one entry per lexer state, and a counter last)
+    marks the states already listed.  Returns the number of groups."""
+    gstamp[-1] += 1
+    st = gstamp[-1]
     k = 0
     for q in range(nf):  # the distinct lexer states: the step reads a byte only through them
         g = front[q, 0]
-        dup = False
-        for i in range(k):
-            if gl[i] == g:
-                dup = True
-                break
-        if not dup:
+        if gstamp[g] != st:
+            gstamp[g] = st
             gl[k] = g
             k += 1
     ng = 0
@@ -283,6 +283,7 @@ def hole_walk(items, set_off, n0, front, nfront, fst, comp,
     grep = np.empty(256, np.uint8)
     gcount = np.empty(256, np.int64)
     gl = np.empty(max(fst.shape[1], 1), np.int64)
+    gstamp = np.zeros(trans.shape[0] + 1, np.int64)
     touched = np.empty(256, np.uint8)
     out_ns0 = out_ns
     out_nf = 0
@@ -293,7 +294,7 @@ def hole_walk(items, set_off, n0, front, nfront, fst, comp,
     if nfront == 0 or max_depth < 1:
         return OK, out_ns, out_nf, acc_any, nodes, work
     lv_ng[1] = _expand(lv_nodes, 0, 1, 0, fst[0], nfront, trans, node_byte, node_end, dbase, lv_gstart, lv_rep,
-                       gmap, ghash, grep, gcount, gl, touched)
+                       gmap, ghash, grep, gcount, gl, gstamp, touched)
     lv_gi[1] = 0
     d = 1
     while d >= 1:
@@ -337,7 +338,7 @@ def hole_walk(items, set_off, n0, front, nfront, fst, comp,
                 return st, out_ns, out_nf, acc_any, nodes, work
         if d < max_depth and nf2 > 0:
             lv_ng[d + 1] = _expand(lv_nodes, lo, hi, d, fst[d], nf2, trans, node_byte, node_end, dbase, lv_gstart,
-                                   lv_rep, gmap, ghash, grep, gcount, gl, touched)
+                                   lv_rep, gmap, ghash, grep, gcount, gl, gstamp, touched)
             lv_gi[d + 1] = 0
             d += 1
     return OK, out_ns, out_nf, acc_any, nodes, work
@@ -554,9 +555,9 @@ class Chart:
 
 def byte_classes(trans: np.ndarray) -> np.ndarray:
     """``rep[b]``: the smallest byte that every state of the lexer table ``trans`` (states x 256)
-    moves on exactly as it moves on ``b``."""
-    _, first, inverse = np.unique(np.ascontiguousarray(trans.T), axis=0, return_index=True, return_inverse=True)
-    return first[inverse.ravel()].astype(np.uint8)
+    moves on exactly as it moves on ``b`` (each state's row is a byte partition to refine)."""
+    bc, reps = shared_classes(trans)
+    return np.asarray(reps, np.uint8)[bc]
 
 
 def class_trie(engine) -> tuple:
