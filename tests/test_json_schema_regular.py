@@ -119,6 +119,35 @@ def test_number_intervals_brute_force():
             assert d.fullmatch(s.encode()) == (q == q.to_integral_value()), (step, s)
 
 
+def test_sign_intervals_take_exponents():
+    """Bounds that are all zero keep every numeral, exponents included (``1e-06`` under
+    ``minimum: 0``: json.dumps writes small floats so); other bounds stay exponent-free."""
+    rng = random.Random(3)
+    samples = ["0", "-0", "0e5", "-0.0E-2", "1e-06", "-1e-06", "0.000e9", "0.01e1", "-0.01E+1", "5", "-5.5e3"]
+    for _ in range(300):
+        mant = rng.choice(["0", "1", "10", "0.0", "0.05", "3.25", "00", "1."])
+        exp = rng.choice(["", "e5", "E-3", "e+0", "e", "e-"])
+        samples.append(rng.choice(["", "-"]) + mant + exp)
+    for lo in (None, Decimal(0)):
+        for hi in (None, Decimal(0)):
+            for lx in (False, True):
+                for hx in (False, True):
+                    m = build_dfa(json_numbers.sign_interval(lo, lx, hi, hx))
+                    for s in samples:
+                        try:
+                            v = Decimal(json.dumps(json.loads(s))) if s.strip() else None
+                            ok = isinstance(json.loads(s), (int, float))
+                        except ValueError:
+                            ok = False
+                        if ok:
+                            ok = (lo is None or (v > lo if lx else v >= lo)) and (hi is None or (v < hi if hx else v <= hi))
+                        assert m.fullmatch(s.encode()) == ok, (lo, lx, hi, hx, s)
+    assert json_numbers.sign_interval(Decimal(1)) is None
+    dfa = build_dfa(schema_to_ir({"type": "number", "minimum": 0}))
+    assert dfa.fullmatch(b"1e-06") and not dfa.fullmatch(b"-1e-06")
+    assert not build_dfa(schema_to_ir({"type": "number", "minimum": 1})).fullmatch(b"1e2")  # the stated gap
+
+
 def test_errors_name_keyword_and_pointer():
     with pytest.raises(Unsupported) as e:
         schema_to_ir({"properties": {"a": {"type": "object", "unevaluatedProperties": False}}})

@@ -55,6 +55,7 @@ from structgen.errors import GrammarError, LimitExceeded, SchemaError, Unsupport
 from . import numbers as json_numbers
 from .cfg_objects import ObjectRules
 from .combine import Combiner, Fallback
+from .content import CONTENT_KEYWORDS, content_as_keywords, has_content, json_text_pieces, json_text_split
 
 from .hygiene import lexical_node, resolve_hygiene, with_hygiene
 from .keywords import ALL_TYPES, UNSUPPORTED
@@ -207,6 +208,7 @@ class CfgSchemaCompiler(ObjectRules):
         self._n = 0
         self._any = None
         self._combiner = None       # combine.Combiner, made on first use
+        self._json_text = None      # the symbol of JSON text in a string (draft-07 content)
 
     # ------------------------------------------------------------------ symbols
     def fresh(self, hint: str) -> str:
@@ -382,10 +384,8 @@ class CfgSchemaCompiler(ObjectRules):
         for k in s:
             if k in UNSUPPORTED and s[k] is not True:
                 rc.unsupported(k, ptr, "not supported")
-        if rc.draft == "draft7":
-            for k in ("contentMediaType", "contentEncoding"):
-                if k in s:
-                    rc.unsupported(k, ptr, "content decoding is not a regular constraint")
+        if rc.draft == "draft7" and has_content(s):
+            return self._content(s, ptr, base, regular_ok)
         s2 = rewrite(s)
         if s2 is not s:
             self.kept.append(s2)
@@ -426,6 +426,44 @@ class CfgSchemaCompiler(ObjectRules):
             # concrete values: a finite language, compiled whole (with any sibling keywords)
             return self.regular_terminal(s, ptr, base, "enum" if "enum" in s else "const")
         return self._typed(s, ptr, base)
+
+    def _content(self, s: dict, ptr: str, base, regular_ok: bool) -> list:
+        """Draft-07 ``contentEncoding`` / ``contentMediaType`` (see :mod:`.content`)."""
+        plain = content_as_keywords(s)
+        if isinstance(plain, dict):
+            self.kept.append(plain)
+            return self._dict_alts(plain, ptr, base, regular_ok)
+        split = json_text_split(s) if plain == "json" else None
+        if split is None:
+            key = "contentMediaType" if "contentMediaType" in s else "contentEncoding"
+            self.unsupported(key, ptr, "only base64 alone or application/json alone (beside no other "
+                                       "string keyword) is decoded")
+            split = ({k: v for k, v in s.items() if k not in CONTENT_KEYWORDS}, False)  # lenient: ignored
+        others, strings = split
+        alts = []
+        if others is not None:
+            self.kept.append(others)
+            alts += self._dict_alts(others, ptr, base, regular_ok)
+        if strings:
+            alts.append((self.json_text(),))
+        return alts
+
+    def json_text(self) -> str:
+        """The symbol of the JSON strings whose decoded text is a JSON text (RFC 8259)."""
+        if self._json_text is not None:
+            return self._json_text
+        pieces = json_text_pieces()
+        end = pieces.pop("end")
+        t = {k: self.term(node, "chunk", ws=False) for k, node in pieces.items()}
+        val, members, elems = self.fresh("jval"), self.fresh("jmembers"), self.fresh("jelems")
+        self.rules[members] = [(t["string"], t[":"], val), (members, t[","], t["string"], t[":"], val)]
+        self.rules[elems] = [(val,), (elems, t[","], val)]
+        self.rules[val] = [(t["string"],), (t["number"],), (t["literal"],), (t["{"], t["}"]),
+                           (t["{"], members, t["}"]), (t["["], t["]"]), (t["["], elems, t["]"])]
+        # the outer quotes: whitespace may come before the opening one, the text's own after the value
+        close = self.term(ir.seq(end, ir.literal('"')), "chunk", ws=False)
+        v = self._json_text = self.rule("jtext", [(self.term(ir.literal('"'), "'\"'"), val, close)])
+        return v
 
     def disjoint_rest(self, rest: dict, subs: list, base, ptr: str):
         """``rest`` (maybe narrowed by type) when no value can satisfy two branches taken together

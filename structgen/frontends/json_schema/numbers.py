@@ -6,6 +6,9 @@ once the exponent is free (``10...0e-n`` needs the count of zeros to equal ``n``
 bounded (or constrained by ``multipleOf``) are written without an exponent.  Within that form every
 language here is exact, ``-0`` and trailing fraction zeros included (``1.50 == 1.5``).
 
+Bounds that are all zero (``minimum: 0``...) only ask for a sign, which the mantissa carries: those
+are compiled over every numeral, exponents included (:func:`sign_interval`).
+
 Integers (``type: integer``) are the numerals with an integral value: ``-?(0|[1-9][0-9]*)(\\.0+)?``
 (JSON Schema counts ``1.0`` as an integer).
 """
@@ -177,6 +180,33 @@ def number_interval(lo=None, lo_strict=False, hi=None, hi_strict=False, integer=
     pos = _magnitude(lo, lo_strict, hi, hi_strict, integer)
     neg = _magnitude(None if hi is None else -hi, hi_strict, None if lo is None else -lo, lo_strict, integer)
     return ir.alt(pos, ir.seq(MINUS, neg))
+
+
+#: Mantissas (no sign) of value zero and of a value other than zero
+_ZERO_MANTISSA = ir.seq(ZERO, ir.optional(ZERO_FRAC))
+_NONZERO_MANTISSA = ir.alt(ir.seq(NONZERO, DIGITS, ir.optional(FRAC)),
+                           ir.seq(ZERO, DOT, ir.Repeat(ZERO, 0, None), NONZERO, DIGITS))
+
+
+def sign_interval(lo=None, lo_strict=False, hi=None, hi_strict=False) -> ir.Node | None:
+    """Every JSON numeral, exponents included, in an interval whose finite bounds are all zero
+    (``minimum: 0``, ``exclusiveMaximum: 0``...), or None for other bounds.  The sign of a numeral
+    is the sign of its mantissa, so these are regular with the exponent free (``1e-06`` is
+    positive, ``-0e5`` is zero), unlike bounds that need the exponent's value."""
+    if any(b is not None and b != 0 for b in (lo, hi)):
+        return None
+    zero = ir.seq(ir.optional(MINUS), _ZERO_MANTISSA, ir.optional(EXP))
+    pos = ir.seq(_NONZERO_MANTISSA, ir.optional(EXP))
+    neg = ir.seq(MINUS, pos)
+    parts = []
+    if lo is None or (not lo_strict):   # zero is above the lower bound...
+        if hi is None or not hi_strict:  # ... and below the upper one
+            parts.append(zero)
+    if hi is None:
+        parts.append(pos)
+    if lo is None:
+        parts.append(neg)
+    return ir.alt(*parts) if parts else ir.NOTHING
 
 
 def number_constant(value: Decimal, integer_only: bool = False) -> ir.Node:

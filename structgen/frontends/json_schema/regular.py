@@ -56,6 +56,7 @@ from structgen.errors import LimitExceeded, SchemaError, Unsupported
 from . import formats as json_formats
 from . import numbers as json_numbers
 from .checks import MAX_SCHEMA_DEPTH, check_once
+from .content import CONTENT_KEYWORDS, content_as_keywords, has_content
 from .hygiene import lexical_node, resolve_hygiene, with_hygiene
 from .keywords import APPLICATORS, TYPE_KEYWORDS, TYPES, UNSUPPORTED
 from .language import NOTHING, WS_CHARS, Lang, and_langs, any_string, lit, pattern_search_ir
@@ -256,10 +257,13 @@ class RegularCompiler(ObjectLanguages, ArrayLanguages):
                                                                    for k in s)))
         if conj and not self.extra_anywhere:
             return self.compile_exact(s, ptr, base)
-        if self.draft == "draft7":  # draft-07 may assert content: we cannot decode it
-            for k in ("contentMediaType", "contentEncoding"):
-                if k in s:
-                    self.unsupported(k, ptr, "content decoding is not a regular constraint")
+        if self.draft == "draft7" and has_content(s):  # draft-07 may assert content (see .content)
+            plain = content_as_keywords(s)
+            if not isinstance(plain, dict):
+                key = "contentMediaType" if "contentMediaType" in s else "contentEncoding"
+                self.unsupported(key, ptr, "decoded content other than base64 alone is not a regular constraint")
+                plain = {k: v for k, v in s.items() if k not in CONTENT_KEYWORDS}  # lenient: ignored
+            return self._compile_dict(plain, ptr, base)
         for k in s:
             if k in UNSUPPORTED:
                 if k == "unevaluatedProperties" and s[k] is True or k == "unevaluatedItems" and s[k] is True:
@@ -361,6 +365,10 @@ class RegularCompiler(ObjectLanguages, ArrayLanguages):
             if integer and self.plain_integers:
                 return Lang(json_numbers.PLAIN_INTEGER)
             return Lang(json_numbers.INTEGER if integer else json_numbers.NUMBER)
+        signed = None if integer or f.multiple_of is not None else \
+            json_numbers.sign_interval(f.lo, f.lo_x, f.hi, f.hi_x)
+        if signed is not None:
+            return Lang(signed)
         node = json_numbers.number_interval(f.lo, f.lo_x, f.hi, f.hi_x, integer=integer)
         if integer and self.plain_integers:
             node = ir.And((node, json_numbers.PLAIN_INTEGER))
