@@ -48,7 +48,7 @@ from structgen.errors import SchemaError
 
 from . import numbers as json_numbers
 from .combine_arrays import ArrayFormulas, Fallback
-from .formulas import F, T, f_and, f_atoms, f_eval, f_not, f_one, f_or
+from .formulas import F, T, f_and, f_atoms, f_eval, f_negative_atoms, f_not, f_one, f_or
 from .keys import MAX_KEY_CELLS, key_cells, other_keys_node
 from .keywords import TYPES, UNSUPPORTED
 from .language import ANY_STAR, pattern_finds
@@ -431,19 +431,24 @@ class Combiner(ArrayFormulas):
         pat_ir = [rc.pattern(p, f"{ptr}/patternProperties") for p in patterns]
         # propertyNames: key languages (quoted, like the keys) each atom's keys must be in
         names, name_of = [], []
+        negative = f_negative_atoms(f)
         for n in ids:
             d, base = self.atoms[n]
             pn = d.get("propertyNames", True)
             if pn is True or pn == {}:
                 name_of.append(None)
                 continue
-            j = next((j for j, (x, _) in enumerate(names) if x is pn), None)
+            j = next((j for j, (x, _, _) in enumerate(names) if x is pn), None)
             if j is None:
                 lang = rc.compile(pn, f"{ptr}/propertyNames", base)
-                if not lang.exact:
-                    raise Fallback("propertyNames with a narrowed language")
                 j = len(names)
-                names.append((pn, lang.node))
+                names.append((pn, lang.node, lang.exact))
+            if not names[j][2]:
+                # a key outside the narrowed language makes the atom false: the object language
+                # narrows only where no negation turns that into a wider one
+                if n in negative:
+                    raise Fallback("propertyNames with a narrowed language under a negation")
+                o.report.exact = False
             name_of.append(j)
         if len(names) > MAX_NAME_SCHEMAS:
             raise Fallback(f"more than {MAX_NAME_SCHEMAS} propertyNames schemas")
@@ -467,7 +472,7 @@ class Combiner(ArrayFormulas):
                 parts += [self.flatten(v, base, f"{ptr}/patternProperties") for p, v in pats.items() if p in matched]
                 vals.append(f_and(parts) if parts else self.flatten(addl, base, f"{ptr}/additionalProperties"))
             key_ir = rc.key_literal(k)
-            ok = [rc.block(ir.And((key_ir, node))) != ir.NOTHING for _, node in names]
+            ok = [rc.block(ir.And((key_ir, node))) != ir.NOTHING for _, node, _ in names]
             kclasses.append((o.term(key_ir, "key"), named(vals, ok), bit.get(k, 0)))
         not_declared = ir.Not(ir.alt(*[ir.literal(k) if k else ir.EMPTY for k in keys])) if keys else None
         if patterns:
@@ -485,7 +490,7 @@ class Combiner(ArrayFormulas):
             for (n, base, props, req, pats, addl, lo, hi) in atoms:
                 parts = [self.flatten(v, base, f"{ptr}/patternProperties") for p, v in pats.items() if p in chosen]
                 vals.append(f_and(parts) if parts else self.flatten(addl, base, f"{ptr}/additionalProperties"))
-            for lang, ok in self._name_classes(key_ir, [node for _, node in names]):
+            for lang, ok in self._name_classes(key_ir, [node for _, node, _ in names]):
                 key = o.term(lang, "xkey")
                 if key is not None:
                     kclasses.append((key, named(vals, ok), 0))

@@ -92,3 +92,24 @@ def f_atoms(f, out=None) -> list:
         for x in f[1:]:
             f_atoms(x, out)
     return out
+
+
+def f_negative_atoms(f, negated: bool = False, out=None) -> set:
+    """The atoms of ``f`` that occur under a negation (an odd number of ``N``, or inside an
+    exactly-one, where a part counts both ways).  Narrowing an atom's language narrows ``f`` only
+    when the atom is not among these."""
+    out = set() if out is None else out
+    op = f[0]
+    if op == "A":
+        if negated:
+            out.add(f[1])
+    elif op == "N":
+        f_negative_atoms(f[1], not negated, out)
+    elif op == "1":
+        for x in f[1:]:
+            f_negative_atoms(x, True, out)
+            f_negative_atoms(x, False, out)
+    elif op in ("&", "|"):
+        for x in f[1:]:
+            f_negative_atoms(x, negated, out)
+    return out

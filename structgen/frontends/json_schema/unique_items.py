@@ -185,11 +185,29 @@ def _types(doc: SchemaDocument, s, base):
         except StructgenError:
             return None
     ty = s.get("type") if isinstance(s, dict) else None
+    if ty is None and isinstance(s, dict):
+        # an enumeration without "type" admits the types of its values
+        values = [s["const"]] if "const" in s else s.get("enum")
+        if isinstance(values, list):
+            return {_value_type(v) for v in values}
     if isinstance(ty, str):
         ty = [ty]
     if not isinstance(ty, list) or not all(isinstance(x, str) for x in ty):
         return None
     return {"number" if x == "integer" else x for x in ty}
+
+
+def _value_type(v) -> str:
+    """The JSON type of a Python value read from JSON ("integer" as "number")."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    return "array" if isinstance(v, list) else "object"
 
 
 def type_disjoint(doc: SchemaDocument, branches, base="") -> bool:
