@@ -100,15 +100,81 @@ def has_applicator(s: dict) -> bool:
 _DROP = object()
 
 
-def for_declared_draft(root):
-    """``root`` without the keywords its declared ``$schema`` (draft-03, -04 or -06) does not know
-    (``if``/``then``/``else``, and before draft-06 ``const``, ``contains``, ``propertyNames``): a
-    validator of that draft ignores them, so they must not constrain.  ``root`` itself when
-    nothing is dropped; otherwise copies along the changed paths."""
-    d = declared_draft(root)
-    if d is None or d not in LATER_KEYWORDS:
+_DRAFT_NEW_RE = re.compile(r"/draft/(2019-09|2020-12)/")
+#: keywords 2020-12 has and 2019-09 does not (its validators ignore them)
+_NOT_IN_2019 = ("prefixItems", "$dynamicRef", "$dynamicAnchor")
+#: ... and that draft-07 does not have either
+_NOT_IN_DRAFT7 = _NOT_IN_2019 + ("dependentRequired", "dependentSchemas", "unevaluatedItems",
+                                 "unevaluatedProperties", "minContains", "maxContains", "$anchor")
+
+
+def resource_draft(s) -> str | None:
+    """The draft the ``$schema`` of schema object ``s`` names ("draft-03".."draft-07", "2019-09",
+    "2020-12"), or None (no ``$schema``, or one naming no draft)."""
+    sch = s.get("$schema") if isinstance(s, dict) else None
+    if not isinstance(sch, str):
+        return None
+    m = _DRAFT_RE.search(sch)
+    if m is not None:
+        return m.group(0)
+    m = _DRAFT_NEW_RE.search(sch)
+    return m.group(1) if m is not None else None
+
+
+def _nested_declaration(root) -> bool:
+    """Does a schema object below ``root`` (not inside data keywords) have a ``$schema``?"""
+    todo = [v for k, v in root.items() if k not in DATA_KEYWORDS] if isinstance(root, dict) else [root]
+    while todo:
+        x = todo.pop()
+        if isinstance(x, dict):
+            if "$schema" in x:
+                return True
+            todo.extend(v for k, v in x.items() if k not in DATA_KEYWORDS)
+        elif isinstance(x, list):
+            todo.extend(x)
+    return False
+
+
+def for_declared_draft(root, draft: str | None = None):
+    """``root`` read as the drafts its resources declare: every schema object under a ``$schema``
+    of an older draft than the one compiled (``draft``; default 2020-12, draft-07 when the root
+    declares draft-03..07) loses the keywords that draft does not know (draft-03..06:
+    ``if``/``then``/``else``, and before draft-06 ``const``, ``contains``, ``propertyNames``;
+    compiled as 2020-12, also the keywords draft-07 or 2019-09 lack, such as ``prefixItems``), and
+    under 2020-12 its array form of ``items`` becomes ``prefixItems`` (``additionalItems`` then
+    ``items``): a validator of that draft ignores or reads them so.  Nested resources count (a
+    ``$ref`` into a 2019-09 document stays 2019-09).  ``root`` itself when nothing changes;
+    otherwise copies along the changed paths."""
+    compiled = draft or ("draft7" if declared_draft(root) is not None else "2020-12")
+
+    def dropped(d) -> set:
+        out = set(LATER_KEYWORDS.get(d, ()))
+        if compiled != "draft7" and d not in (None, "2020-12"):
+            out.update(_NOT_IN_2019 if d == "2019-09" else _NOT_IN_DRAFT7)
+        return out
+
+    top = resource_draft(root)
+    if not dropped(top) and not _nested_declaration(root):
         return root
-    return without_keywords(root, LATER_KEYWORDS[d])
+
+    def walk(s, d):
+        if not isinstance(s, dict):
+            return s
+        d = resource_draft(s) or d
+        drop = dropped(d)
+        if not drop:
+            return _rebuilt(s, lambda k, v: _sub_walked(k, v, lambda x: walk(x, d)))
+        out = _rebuilt(s, lambda k, v: _DROP if k in drop else _sub_walked(k, v, lambda x: walk(x, d)))
+        if compiled != "draft7" and ("additionalItems" in out or isinstance(out.get("items"), list)):
+            out = dict(out)
+            extra = out.pop("additionalItems", None)
+            if isinstance(out.get("items"), list):
+                out["prefixItems"] = out.pop("items")
+                if extra is not None:
+                    out["items"] = extra
+        return out
+
+    return walk(root, top)
 
 
 def _rebuilt(s: dict, value) -> dict:

@@ -10,6 +10,9 @@ no compiler reaches costs nothing).
 
 ``registry``: a ``referencing.Registry`` (the library ``jsonschema`` uses; only the resources it
 holds are read -- its ``retrieve`` callable is never called) or a plain mapping of URI to schema.
+The official meta-schemas (drafts 3 to 2020-12, as the installed ``jsonschema_specifications``
+package ships them, the copies ``jsonschema`` itself validates with) resolve without a registry
+(:func:`mentions_meta_schema`); a registry that holds the same URI wins.
 """
 from __future__ import annotations
 
@@ -24,8 +27,49 @@ from .reader import SchemaDocument, declared_draft, join_uri
 _PREFIX = "structgen:remote:"
 
 
+_META_PREFIXES = ("http://json-schema.org/", "https://json-schema.org/")
+_META: dict = {}
+
+
+def meta_schemas() -> dict:
+    """``{URI: schema}`` of the official meta-schemas (read once from ``jsonschema_specifications``)."""
+    if not _META:
+        try:
+            from jsonschema_specifications import REGISTRY
+        except ImportError:  # pragma: no cover -- a dependency of jsonschema, which structgen requires
+            return _META
+        _META.update({uri: res.contents for uri, res in REGISTRY.items()})
+    return _META
+
+
+def mentions_meta_schema(node, depth: int = 0) -> bool:
+    """Does a ``$ref`` / ``$dynamicRef`` under ``node`` name an official meta-schema by its absolute
+    URI (``http(s)://json-schema.org/...``)?  A cheap walk that decides whether to bundle them."""
+    if depth > 200:
+        return False
+    if isinstance(node, list):
+        return any(mentions_meta_schema(x, depth + 1) for x in node)
+    if not isinstance(node, dict):
+        return False
+    for k, v in node.items():
+        if k in ("$ref", "$dynamicRef") and isinstance(v, str) and v.startswith(_META_PREFIXES):
+            return True
+        if k not in DATA_KEYWORDS and isinstance(v, (dict, list)) and mentions_meta_schema(v, depth + 1):
+            return True
+    return False
+
+
 def lookup(registry, uri: str):
-    """The schema ``registry`` holds under ``uri`` (a trailing empty fragment ignored), or None."""
+    """The schema ``registry`` holds under ``uri`` (a trailing empty fragment ignored), else the
+    official meta-schema of that URI, or None."""
+    found = _lookup(registry, uri)
+    if found is None and uri.startswith(_META_PREFIXES):
+        meta = meta_schemas()
+        found = meta.get(uri[:-1] if uri.endswith("#") else uri)
+    return found
+
+
+def _lookup(registry, uri: str):
     if registry is None:
         return None
     keys = (uri, uri + "#") if not uri.endswith("#") else (uri, uri[:-1])
@@ -63,9 +107,9 @@ def _refs(node, base: str, doc: SchemaDocument, out: list) -> None:
 def bundle_remote(root, registry, draft: str | None = None):
     """``root`` with the referenced resources of ``registry`` embedded (see the module
     docstring); ``root`` itself when it references none."""
-    if registry is None:
+    if registry is None and not mentions_meta_schema(root):
         return root
-    if not isinstance(registry, Mapping) and not hasattr(registry, "__getitem__"):
+    if registry is not None and not isinstance(registry, Mapping) and not hasattr(registry, "__getitem__"):
         raise SchemaError("registry must be a referencing.Registry or a mapping of URI to schema")
     draft = draft or ("draft7" if declared_draft(root) is not None else "2020-12")
     doc = SchemaDocument(root, draft)

@@ -83,7 +83,8 @@ def _compile_with(engine, schema, dfa_max_states, dfa_work_budget, options):
     grammar_options(options)
     if engine not in ("auto", "dfa", "cfg"):
         raise ValueError("engine must be 'auto', 'dfa' or 'cfg'")
-    schema = resolve_dynamic_refs(for_declared_draft(parse_json_text(schema)), options.get("draft"))
+    schema = resolve_dynamic_refs(for_declared_draft(parse_json_text(schema), options.get("draft")),
+                                  options.get("draft"))
     schema = rewrite_unevaluated(schema, options.get("draft"), options.get("lenient", False))
     schema = required_in_property_order(schema, options.get("draft"))
     schema, plan = _open_unique(schema, options)
