@@ -240,6 +240,26 @@ def test_content_json_text(tiny_vocab):
     assert g('"[1]"') and g("3") and not g('"[1"') and not g("null")
 
 
+def test_content_samples_decode(tiny_vocab):
+    """Random outputs under the mask: every finished one decodes (base64) or parses (JSON text)."""
+    import numpy as np
+
+    from tests.helpers import sample, structure_bias
+
+    bias = structure_bias(tiny_vocab, 2.0)
+    rng = np.random.default_rng(5)
+    for schema, check in [({"type": "string", "contentMediaType": "application/json"}, _is_json_text),
+                          ({"type": "string", "contentEncoding": "base64"}, _is_base64)]:
+        cg = sg.compile(sg.Grammar.from_json_schema(schema, draft="draft7"), tiny_vocab, cache=False)
+        done = 0
+        for _ in range(60):
+            text = sample(cg, tiny_vocab, rng, bias)
+            if text is not None:
+                done += 1
+                assert check(json.loads(text)), text
+        assert done >= 20
+
+
 @pytest.mark.parametrize("schema", [
     {"contentMediaType": "application/json", "contentEncoding": "base64"},
     {"contentMediaType": "text/html"},
