@@ -148,7 +148,8 @@ def summarise(results: list) -> dict:
         "invalidation_errors": sum(r["invalid_accepted"] for r in results),
         "ttfm_p50_ms": 1e3 * _pct(ttfm, 50), "ttfm_p99_ms": 1e3 * _pct(ttfm, 99),
         "ttfm_max_ms": 1e3 * max(ttfm) if ttfm else float("nan"),
-        "tbm_p50_us": 1e6 * _pct(tbm, 50), "tbm_p99_us": 1e6 * _pct(tbm, 99), "masks": len(tbm),
+        "tbm_p50_us": 1e6 * _pct(tbm, 50), "tbm_p99_us": 1e6 * _pct(tbm, 99),
+        "tbm_max_us": 1e6 * max(tbm) if tbm else float("nan"), "masks": len(tbm),
         "errors": errors,
     }
 
@@ -199,7 +200,9 @@ def main(argv=None) -> None:
     s = summarise(results)
     print(json.dumps(s, indent=1))
     if args.json:
-        Path(args.json).write_text(json.dumps([{k: v for k, v in r.items() if k != "tbm"} for r in results]))
+        # per schema: the slowest mask instead of every mask time
+        Path(args.json).write_text(json.dumps([dict({k: v for k, v in r.items() if k != "tbm"},
+                                                    tbm_max=max(r.get("tbm") or [], default=None)) for r in results]))
 
 
 if __name__ == "__main__":
