@@ -24,7 +24,7 @@ from .frontends.json_schema.hygiene import resolve_hygiene
 from .frontends.json_schema.options import parse_json_text
 from .frontends.json_schema.property_order import check_order
 from .frontends.json_schema.reader import without_keywords
-from .frontends.json_schema.registry import bundle_remote, mentions_meta_schema
+from .frontends.json_schema.registry import bundle_remote
 from .frontends.json_schema.select import compile_with
 from .frontends.json_schema.slicing import json_slicing
 from .frontends.lark import lark_to_cfg
@@ -156,9 +156,8 @@ class Grammar(TagsMixin, GrammarAlgebra):
         hygiene = resolve_hygiene(hygiene)
         if hygiene is not None:
             options["hygiene"] = hygiene
-        schema = call_deep(parse_json_text, schema)
-        if registry is not None or mentions_meta_schema(schema):
-            schema = bundle_remote(schema, registry, options.get("draft"))
+        # remote resources (and the official meta-schemas, needing no registry) embedded
+        schema = bundle_remote(call_deep(parse_json_text, schema), registry, options.get("draft"))
         if formats == "annotate":
             schema = call_deep(without_keywords, call_deep(parse_json_text, schema), ("format",))
         engine, result, text, schema = call_deep(_schema_and_text, engine, schema, options)

@@ -55,7 +55,8 @@ from structgen.errors import GrammarError, LimitExceeded, SchemaError, Unsupport
 from . import numbers as json_numbers
 from .cfg_objects import ObjectRules
 from .combine import Combiner, Fallback
-from .content import CONTENT_KEYWORDS, content_as_keywords, has_content, json_text_pieces, json_text_split
+from .content import (CONTENT_KEYWORDS, content_as_keywords, has_content, json_text_pieces, json_text_split,
+                      refused_keyword)
 
 from .hygiene import lexical_node, resolve_hygiene, with_hygiene
 from .keywords import ALL_TYPES, UNSUPPORTED
@@ -435,9 +436,8 @@ class CfgSchemaCompiler(ObjectRules):
             return self._dict_alts(plain, ptr, base, regular_ok)
         split = json_text_split(s) if plain == "json" else None
         if split is None:
-            key = "contentMediaType" if "contentMediaType" in s else "contentEncoding"
-            self.unsupported(key, ptr, "only base64 alone or application/json alone (beside no other "
-                                       "string keyword) is decoded")
+            self.unsupported(refused_keyword(s), ptr, "only base64 alone or application/json alone (beside "
+                                                      "no other string keyword) is decoded")
             split = ({k: v for k, v in s.items() if k not in CONTENT_KEYWORDS}, False)  # lenient: ignored
         others, strings = split
         alts = []

@@ -36,6 +36,11 @@ def has_content(s) -> bool:
     return isinstance(s, dict) and any(k in s for k in CONTENT_KEYWORDS)
 
 
+def refused_keyword(s: dict) -> str:
+    """The content keyword to name when ``s``'s content is not compiled."""
+    return "contentMediaType" if "contentMediaType" in s else "contentEncoding"
+
+
 def content_as_keywords(s: dict):
     """``s`` with its content keywords turned into plain keywords when they are regular
     (``contentEncoding: "base64"`` alone: a ``pattern``), ``"json"`` when they ask for JSON text

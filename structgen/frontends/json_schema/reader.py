@@ -121,13 +121,16 @@ def resource_draft(s) -> str | None:
     return m.group(1) if m is not None else None
 
 
-def _nested_declaration(root) -> bool:
-    """Does a schema object below ``root`` (not inside data keywords) have a ``$schema``?"""
-    todo = [v for k, v in root.items() if k not in DATA_KEYWORDS] if isinstance(root, dict) else [root]
+def any_schema_object(root, pred, below: bool = False) -> bool:
+    """Does ``pred`` hold for a dict in ``root`` (``below``: not ``root`` itself), looking through
+    every dict and list but not into data keywords (``enum``, ``const``...)?  Iterative: any depth."""
+    todo = [root]
+    if below:
+        todo = [v for k, v in root.items() if k not in DATA_KEYWORDS] if isinstance(root, dict) else []
     while todo:
         x = todo.pop()
         if isinstance(x, dict):
-            if "$schema" in x:
+            if pred(x):
                 return True
             todo.extend(v for k, v in x.items() if k not in DATA_KEYWORDS)
         elif isinstance(x, list):
@@ -154,7 +157,7 @@ def for_declared_draft(root, draft: str | None = None):
         return out
 
     top = resource_draft(root)
-    if not dropped(top) and not _nested_declaration(root):
+    if not dropped(top) and not any_schema_object(root, lambda x: "$schema" in x, below=True):
         return root
 
     def walk(s, d):

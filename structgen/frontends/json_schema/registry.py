@@ -22,7 +22,7 @@ from urllib.parse import urldefrag
 from structgen.errors import SchemaError
 
 from .keywords import DATA_KEYWORDS
-from .reader import SchemaDocument, declared_draft, join_uri
+from .reader import SchemaDocument, any_schema_object, declared_draft, join_uri
 
 _PREFIX = "structgen:remote:"
 
@@ -42,21 +42,14 @@ def meta_schemas() -> dict:
     return _META
 
 
-def mentions_meta_schema(node, depth: int = 0) -> bool:
-    """Does a ``$ref`` / ``$dynamicRef`` under ``node`` name an official meta-schema by its absolute
+def _names_meta(x: dict) -> bool:
+    return any(isinstance(x.get(k), str) and x[k].startswith(_META_PREFIXES) for k in ("$ref", "$dynamicRef"))
+
+
+def mentions_meta_schema(root) -> bool:
+    """Does a ``$ref`` / ``$dynamicRef`` in ``root`` name an official meta-schema by its absolute
     URI (``http(s)://json-schema.org/...``)?  A cheap walk that decides whether to bundle them."""
-    if depth > 200:
-        return False
-    if isinstance(node, list):
-        return any(mentions_meta_schema(x, depth + 1) for x in node)
-    if not isinstance(node, dict):
-        return False
-    for k, v in node.items():
-        if k in ("$ref", "$dynamicRef") and isinstance(v, str) and v.startswith(_META_PREFIXES):
-            return True
-        if k not in DATA_KEYWORDS and isinstance(v, (dict, list)) and mentions_meta_schema(v, depth + 1):
-            return True
-    return False
+    return any_schema_object(root, _names_meta)
 
 
 def lookup(registry, uri: str):

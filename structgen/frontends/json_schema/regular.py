@@ -56,7 +56,7 @@ from structgen.errors import LimitExceeded, SchemaError, Unsupported
 from . import formats as json_formats
 from . import numbers as json_numbers
 from .checks import MAX_SCHEMA_DEPTH, check_once
-from .content import CONTENT_KEYWORDS, content_as_keywords, has_content
+from .content import CONTENT_KEYWORDS, content_as_keywords, has_content, refused_keyword
 from .hygiene import lexical_node, resolve_hygiene, with_hygiene
 from .keywords import APPLICATORS, TYPE_KEYWORDS, TYPES, UNSUPPORTED
 from .language import NOTHING, WS_CHARS, Lang, and_langs, any_string, lit, pattern_search_ir
@@ -260,8 +260,8 @@ class RegularCompiler(ObjectLanguages, ArrayLanguages):
         if self.draft == "draft7" and has_content(s):  # draft-07 may assert content (see .content)
             plain = content_as_keywords(s)
             if not isinstance(plain, dict):
-                key = "contentMediaType" if "contentMediaType" in s else "contentEncoding"
-                self.unsupported(key, ptr, "decoded content other than base64 alone is not a regular constraint")
+                self.unsupported(refused_keyword(s), ptr,
+                                 "decoded content other than base64 alone is not a regular constraint")
                 plain = {k: v for k, v in s.items() if k not in CONTENT_KEYWORDS}  # lenient: ignored
             return self._compile_dict(plain, ptr, base)
         for k in s:
