@@ -7,9 +7,11 @@ Items are random semantic IDs (length 4-8, uniform tokens).  A "step" is: for B 
 depth ``d`` (prefixes of random items), produce the allowed next tokens and the children of
 every beam as padded ``[B, W]`` arrays (what one beam-search step consumes):
 
-- ``csr``: ``ItemIndex.next_tokens_batch`` (one Numba call);
+- ``csr``: ``ItemIndex.next_tokens_batch`` (one Numba call); ``csr unpadded``:
+  ``ItemIndex.next_tokens_ragged`` (rows of their own length, buffers reused);
 - ``torch``: ``DeviceItemIndex.gather`` on the CPU (the beam-search path);
 - ``dict``: a dict-of-dicts trie, each beam holding its dict node, keys copied into the array;
+  ``dict unpadded``: the same, each beam's sorted keys and children as lists;
 - ``hf``: transformers' ``PrefixConstrainedLogitsProcessor`` with a ``prefix_allowed_tokens_fn``
   over the dict trie (it gets each beam's tokens, so it walks from the root; the processor
   builds the ``[B, V]`` mask and adds it to the scores: what ``model.generate`` runs);
@@ -136,7 +138,9 @@ def bench_index(ix, arr, vocab, build, rng, batches, depth, dict_max, reps):  # 
         nodes = np.array([ix.walk(p) for p in picks], np.int64)
         tn = torch.from_numpy(nodes)
         bufs = (np.empty((B, W), np.int64), np.empty((B, W), np.int64))
+        rag = (np.empty(B + 1, np.int64), np.empty(B * W, np.int64), np.empty(B * W, np.int64))
         res = {"csr": best_of(lambda: ix.next_tokens_batch(nodes, W, out=bufs), reps),
+               "csr_ragged": best_of(lambda: ix.next_tokens_ragged(nodes, out=rag), reps),
                "torch": best_of(lambda: dev.gather(tn, W - 1), reps)}
         # binary search: ranges of each beam's prefix
         ranges = []
@@ -182,6 +186,15 @@ def bench_index(ix, arr, vocab, build, rng, batches, depth, dict_max, reps):  # 
                     kids.append([node[k] for k in ks])
                 return out_t, kids
             res["dict"] = best_of(dict_step, reps)
+
+            def dict_ragged():   # the same without padding: each beam's sorted keys and children
+                toks, kids = [], []
+                for node in dnodes:
+                    ks = sorted(node)
+                    toks.append(ks)
+                    kids.append([node[k] for k in ks])
+                return toks, kids
+            res["dict_ragged"] = best_of(dict_ragged, reps)
 
             # transformers' prefix_allowed_tokens_fn: it sees each beam's whole sequence, so it
             # walks the dict trie from the root, and the processor builds a [B, V] mask
@@ -249,18 +262,21 @@ def main(argv=None):
             print(f"| {r['items']:,} | {r['V']} | {r['nodes']:,} | {r['build_s']:.2f} | {r['bytes_per_item']:.1f} | "
                   f"{r['MB_per_1M']:.1f} | {r['title_bytes']:.0f} |", flush=True)
     print()
-    print(f"per-step latency (µs, best of {a.reps}) at depth {a.depth}; dict/csr = speed-up over the dict trie")
-    print("| items | V | B×beams | csr | torch cpu | bsearch | dict | hf pafn | dict/csr | hf/csr | bsearch/csr |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"per-step latency (µs, best of {a.reps}) at depth {a.depth}; dict/csr = speed-up over the dict trie; "
+          "unpadded: rows of their own length (next_tokens_ragged; the dict trie's lists)")
+    print("| items | V | B×beams | csr | torch cpu | bsearch | dict | hf pafn | dict/csr | hf/csr | bsearch/csr "
+          "| csr unpadded | dict unpadded | ratio unpadded |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         for B, s in r["steps"].items():
             d, h, c = s.get("dict"), s.get("hf"), s["csr"]
-            us = ["-" if x is None else f"{x * 1e6:.1f}" for x in (d, h)]
+            cr, dr = s["csr_ragged"], s.get("dict_ragged")
+            us = ["-" if x is None else f"{x * 1e6:.1f}" for x in (d, h, dr)]
             ratio = ["-" if x is None else f"{x / c:.0f}x" for x in (d, h)]
             name = f"{r['items']:,}" + (" titles" if r.get("kind") == "titles" else "")
             print(f"| {name} | {r['V']} | {B} | {c * 1e6:.1f} | {s['torch'] * 1e6:.1f} | "
-                  f"{s['bsearch'] * 1e6:.1f} | {us[0]} | {us[1]} | {ratio[0]} | {ratio[1]} | {s['bsearch'] / c:.0f}x |")
-
+                  f"{s['bsearch'] * 1e6:.1f} | {us[0]} | {us[1]} | {ratio[0]} | {ratio[1]} | {s['bsearch'] / c:.0f}x "
+                  f"| {cr * 1e6:.1f} | {us[2]} | {'-' if dr is None else f'{dr / cr:.{0 if dr >= 10 * cr else 1}f}x'} |")
 
 if __name__ == "__main__":
     main()

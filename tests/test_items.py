@@ -90,6 +90,15 @@ def check_against_dict(items, vocab, eos):
         for t, c in zip(toks[row], kids[row]):
             if t >= 0 and t != eos:
                 assert c == ix.child(node, int(t))
+    # unpadded rows == the padded ones, with buffers too short to start with
+    small = (np.empty(len(nodes) + 1, np.int64), np.empty(1, np.int64), np.empty(1, np.int64))
+    for out in (None, small):
+        off, rt, rc = ix.next_tokens_ragged(nodes, out=out)
+        assert off[0] == 0 and off.size == len(nodes) + 1 and rt.size == rc.size == off[-1]
+        for row in range(len(nodes)):
+            keep = toks[row] >= 0
+            assert rt[off[row]:off[row + 1]].tolist() == toks[row][keep].tolist()
+            assert rc[off[row]:off[row + 1]].tolist() == kids[row][keep].tolist()
     # per-depth max branching
     for d in range(ix.max_depth + 1):
         at_d = [p for p in prefixes if len(p) == d]

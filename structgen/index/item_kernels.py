@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit
 
 __all__ = ["flatten_padded", "first_bad_token", "pack_keys", "radix_sort_keys", "unpack_distinct",
-           "lcp_and_depths", "build_nodes", "spell", "item_ranges", "max_branch", "child", "walk", "dense_rows", "child_dense", "walk_dense", "gather", "paths"]
+           "lcp_and_depths", "build_nodes", "spell", "item_ranges", "max_branch", "child", "walk", "dense_rows", "child_dense", "walk_dense", "head_words", "gather", "gather_ragged", "paths"]
 
 
 @njit(cache=True, nogil=True)
@@ -252,24 +252,98 @@ def walk(token, indptr, prefix):
 
 
 @njit(cache=True, nogil=True)
-def gather(token, indptr, terminal, nodes, width, eos_id, out_tok, out_child):
-    """Rows of allowed (token, child) pairs for each node, padded with -1; a terminal
-    node gets ``(eos_id, -1)`` after its children when ``eos_id >= 0``."""
+def head_words(token, indptr, terminal):
+    """Per node one int64 *head word* for :func:`gather`: the first child id ``indptr[v]``
+    (bits 0-31), the token on that child's edge (bits 32-62; 0 when there is none) and the
+    terminal flag (bit 63); entry ``n_nodes`` holds ``indptr[n_nodes]``, so a node's child count
+    is the difference of two neighbouring words' low halves.  The caller checks that the ids fit
+    in 32 bits."""
+    n = terminal.size
+    head = np.empty(n + 1, np.int64)
+    for v in range(n):
+        s = np.int64(indptr[v])
+        t0 = np.int64(token[s]) if indptr[v + 1] > s else np.int64(0)
+        head[v] = s | (t0 << 32) | (np.int64(terminal[v]) << 63)
+    head[n] = np.int64(indptr[n])
+    return head
+
+
+@njit(cache=True, nogil=True)
+def gather(head, token, nodes, eos_id, out_tok, out_child):
+    """Rows of allowed (token, child) pairs for each node, padded with -1 to the width of
+    ``out_tok``; a terminal node gets ``(eos_id, -1)`` after its children when ``eos_id >= 0``.
+
+    One random read per node in the common case: its head word and the next one (see
+    :func:`head_words`) give the row, the first child's token and the terminal flag, and
+    ``token`` is read only for the second child on."""
+    width = out_tok.shape[1]
     for b in range(nodes.size):
         v = nodes[b]
         k = 0
         if v >= 0:
-            for e in range(indptr[v], min(indptr[v + 1], indptr[v] + width)):
-                out_tok[b, k] = token[e]
-                out_child[b, k] = e
-                k += 1
-            if eos_id >= 0 and terminal[v] and k < width:
+            x = head[v]
+            s = x & 0xFFFFFFFF
+            c = (head[v + 1] & 0xFFFFFFFF) - s
+            if c > 0 and width > 0:
+                out_tok[b, 0] = (x >> 32) & 0x7FFFFFFF
+                out_child[b, 0] = s
+                k = 1
+                while k < c and k < width:
+                    out_tok[b, k] = token[s + k]
+                    out_child[b, k] = s + k
+                    k += 1
+            if x < 0 and eos_id >= 0 and k < width:
                 out_tok[b, k] = eos_id
                 out_child[b, k] = -1
                 k += 1
-        for j in range(k, width):
-            out_tok[b, j] = -1
-            out_child[b, j] = -1
+        while k < width:
+            out_tok[b, k] = -1
+            out_child[b, k] = -1
+            k += 1
+
+
+@njit(cache=True, nogil=True)
+def gather_ragged(head, token, nodes, eos_id, offsets, out_tok, out_child):
+    """:func:`gather` without padding: node ``b``'s allowed (token, child) pairs are
+    ``out_tok[offsets[b]:offsets[b + 1]]`` / ``out_child[...]`` (EOS last, child -1; a node of -1
+    gets an empty row).  Returns the number of pairs; when it exceeds the buffers' length only
+    ``offsets`` is complete (call again with buffers that long).
+
+    Two passes: the row lengths first (independent reads; a running write position would chain
+    every node's read to the previous one's), then the rows."""
+    n = nodes.size
+    pos = 0
+    offsets[0] = 0
+    for b in range(n):
+        v = nodes[b]
+        c = 0
+        if v >= 0:
+            x = head[v]
+            c = (head[v + 1] & 0xFFFFFFFF) - (x & 0xFFFFFFFF)
+            if x < 0 and eos_id >= 0:
+                c += 1
+        pos += c
+        offsets[b + 1] = pos
+    if pos > out_tok.shape[0]:
+        return pos
+    for b in range(n):
+        v = nodes[b]
+        if v < 0:
+            continue
+        x = head[v]
+        s = x & 0xFFFFFFFF
+        c = (head[v + 1] & 0xFFFFFFFF) - s
+        at = offsets[b]
+        if c > 0:
+            out_tok[at] = (x >> 32) & 0x7FFFFFFF
+            out_child[at] = s
+        for k in range(1, c):
+            out_tok[at + k] = token[s + k]
+            out_child[at + k] = s + k
+        if x < 0 and eos_id >= 0:
+            out_tok[at + c] = eos_id
+            out_child[at + c] = -1
+    return pos
 
 
 @njit(cache=True, nogil=True)

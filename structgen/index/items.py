@@ -14,7 +14,10 @@ items, so
 - ``item_lo[p] .. item_hi[p]-1``: the sorted items through ``p`` (a contiguous range, what a
   per-request item subset restricts by prefix sums);
 - ``max_branch[d]``: the largest number of children of a node of depth ``d`` (static shapes
-  for the batched gather).
+  for the batched gather);
+- one int64 *head word* per node (first child id, that child's token, terminal flag): the
+  batched gather reads a node's row from it and its neighbour, so a node with one child costs
+  one random read (deep nodes of large catalogues mostly have one), not three.
 
 Build (Numba kernels in :mod:`.item_kernels`): the items are flattened and checked in one
 pass, packed into uint64 keys, radix-sorted and unpacked without duplicates, then one pass over
@@ -145,7 +148,8 @@ class ItemIndex:
         self.eos_id = None if eos_id is None else int(eos_id)
         self._eos_arg = -1 if eos_id is None else int(eos_id)
         self.num_items = int(terminal.sum())
-        for a in (token, indptr, terminal, depth_start, self.max_branch):
+        self._head = K.head_words(token, indptr, terminal)   # the batched gather's one read per node
+        for a in (token, indptr, terminal, depth_start, self.max_branch, self._head):
             a.flags.writeable = False
 
     # ------------------------------------------------------------------ build
@@ -194,6 +198,8 @@ class ItemIndex:
         depth_start = np.zeros(max_len + 2, np.int64)
         np.cumsum(count[:max_len + 1], out=depth_start[1:])
         n_nodes = int(depth_start[-1])
+        if n_nodes >= 2 ** 32 - 1:   # the head words of the gather hold node ids in 32 bits
+            raise StructgenError(f"items: {n_nodes} trie nodes; an index holds at most 2**32 - 2")
         ptr = np.zeros(0, np.int32 if n_nodes < 2 ** 31 - 1 else np.int64)
         token, indptr, terminal = K.build_nodes(data, off, lcp, depth_start, n_nodes, max_len, ptr.dtype)
         return cls(token, indptr, terminal, depth_start, vocab_size, eos_id)
@@ -239,7 +245,7 @@ class ItemIndex:
     @property
     def nbytes(self) -> int:
         """Bytes of the index arrays."""
-        arrays = [self.token, self.indptr, self.terminal, self.depth_start, self.max_branch]
+        arrays = [self.token, self.indptr, self.terminal, self.depth_start, self.max_branch, self._head]
         if self._ranges is not None:
             arrays += list(self._ranges)
         arrays.append(self._dense)
@@ -331,8 +337,31 @@ class ItemIndex:
             out_child = np.empty((nodes.size, width), np.int64)
         else:
             out_tok, out_child = out
-        K.gather(self.token, self.indptr, self.terminal, nodes, width, self._eos_arg, out_tok, out_child)
+        K.gather(self._head, self.token, nodes, self._eos_arg, out_tok, out_child)
         return out_tok, out_child
+
+    def next_tokens_ragged(self, nodes, out=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`next_tokens_batch` without padding: ``(offsets, tokens, children)``, node ``b``'s
+        pairs being ``tokens[offsets[b]:offsets[b + 1]]`` (EOS last, child -1).  The work is
+        proportional to the pairs, not to ``B x`` the widest row (catalogues whose rows are
+        skewed, such as titles).  ``out``: ``(offsets, tokens, children)`` buffers to reuse
+        (int64; ``offsets`` of length ``B + 1``); the results are views of them, grown when too
+        short."""
+        if not (type(nodes) is np.ndarray and nodes.dtype is _INT64 and nodes.ndim == 1):
+            nodes = np.ascontiguousarray(np.asarray(nodes, np.int64).reshape(-1))
+        if out is None:
+            offsets = np.empty(nodes.size + 1, np.int64)
+            cap = 4 * nodes.size + 16
+            out_tok, out_child = np.empty(cap, np.int64), np.empty(cap, np.int64)
+        else:
+            offsets, out_tok, out_child = out
+            if offsets.shape[0] < nodes.size + 1:
+                offsets = np.empty(nodes.size + 1, np.int64)
+        n = K.gather_ragged(self._head, self.token, nodes, self._eos_arg, offsets, out_tok, out_child)
+        if n > out_tok.shape[0]:
+            out_tok, out_child = np.empty(n, np.int64), np.empty(n, np.int64)
+            K.gather_ragged(self._head, self.token, nodes, self._eos_arg, offsets, out_tok, out_child)
+        return offsets[:nodes.size + 1], out_tok[:n], out_child[:n]
 
     def item_id(self, seq: Sequence[int]) -> int:
         """The id of item ``seq`` (its rank in sorted order, the order of :meth:`items`), or -1."""
