@@ -38,8 +38,49 @@ DEFAULT_SLICING = Slicing((SliceDef(QUOTED_TEXT, 0.25, "quoted text"),))
 
 
 def slicing_of(grammar: Grammar) -> Slicing:
-    """The vocabulary slices ``grammar`` is compiled with (its front end's, else the default)."""
-    return grammar.slicing if grammar.slicing is not None else DEFAULT_SLICING
+    """The vocabulary slices ``grammar`` is compiled with: its front end's; else, for a grammar
+    whose terminals repeat a large character set that lacks some of the default's (llama.cpp's
+    name/age grammar repeats the printable characters but DEL, 1 to 100 times), that set first --
+    the grammar engine counts run characters only with a set its states move alike on (its
+    tables cost about 20 ms per vocabulary) -- then the default."""
+    if grammar.slicing is not None:
+        return grammar.slicing
+    if grammar.cfg is not None:
+        cs = repeated_text_charset(grammar.cfg.terminals.values())
+        # a set that holds the default one already moves alike on its characters
+        if cs is not None and QUOTED_TEXT.difference(cs).ranges:
+            return Slicing((SliceDef(cs, 0.25, "repeated text"),) + DEFAULT_SLICING.slices)
+    return DEFAULT_SLICING
+
+
+#: a repeated character set counts as text when it holds this many printable ASCII characters
+TEXT_ASCII = 64
+
+
+def repeated_text_charset(nodes) -> ir.CharSet | None:
+    """The largest character set (by printable ASCII members, then code points) that is, or is an
+    alternative of, the item of a repetition in the IR ``nodes``, if it holds at least
+    ``TEXT_ASCII`` printable ASCII characters; else None.  An iterative walk (no recursion)."""
+    best, best_key = None, (TEXT_ASCII - 1, 0)
+    todo, seen = list(nodes), set()
+    while todo:
+        x = todo.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x, ir.Repeat) and (x.max is None or x.max > 1):
+            item = x.item
+            for c in item.items if isinstance(item, ir.Alt) else (item,):
+                if isinstance(c, ir.CharSet):
+                    key = (sum(max(0, min(b, 0x7E) - max(a, 0x20) + 1) for a, b in c.ranges),
+                           sum(b - a + 1 for a, b in c.ranges))
+                    if key > best_key:
+                        best, best_key = c, key
+        if isinstance(x, (ir.Seq, ir.Alt)):
+            todo.extend(x.items)
+        elif isinstance(x, ir.Repeat):
+            todo.append(x.item)
+    return best
 
 
 @dataclass

@@ -241,9 +241,12 @@ class CharRuns:
         self.max_chars = int(clen.max()) if tokens.size else 0
         words = bitmask_words(vocab.logits_width)
         cum = np.zeros((self.max_chars + 1, words), dtype=np.uint32)
+        lens = clen[tokens]
+        order = np.argsort(lens, kind="stable")   # the tokens by length, once (not a scan per length)
+        at = np.searchsorted(lens[order], np.arange(self.max_chars + 2))
         for k in range(1, self.max_chars + 1):
             cum[k] = cum[k - 1]
-            set_bits(cum[k], tokens[clen[tokens] == k])
+            set_bits(cum[k], tokens[order[at[k]:at[k + 1]]])
         self.cum = cum
         # impure[i]: some token in [i, node_end[i]) is not one of them (tok_ids is in DFS order)
         bad = np.concatenate([[0], np.cumsum(~inside[trie.tok_ids])]).astype(np.int64)
