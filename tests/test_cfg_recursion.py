@@ -233,6 +233,50 @@ def test_llama_cpp_name_age_grammar_compiles_and_is_exact():
     assert re.fullmatch(r"\[(\{.*\},){9}\{.*\}\]", ok)
 
 
+def test_split_keeps_small_consecutive_parts_in_one_lexeme():
+    """The split of the name/age grammar keeps "[" + the first item as one terminal, so inside the
+    first name one lexeme is in progress and it cannot end there (the closing quote is part of
+    it): its characters move non-accepting lexer states, which the mask kernel counts alike."""
+    from structgen.cfg.split import SPLIT_GROUP, split_terminal, unrolled_size
+
+    cg = compile_cfg(gbnf_to_cfg(NAME_AGE), TINY)
+    assert len(cg.norm.terminals) <= 4                   # not one terminal per character
+    m = cg.matcher()
+    assert m.advance_bytes(b'[{"name":"ab')
+    front = m.chart_state()[3]
+    assert front.shape[0] == 1 and not cg.tables.gacc[front[0, 0]]
+    # the size stand-in unrolls bounded repetitions, and a grouping that splits nothing splits all
+    x = ir.repeat(ir.CharSet.of([(97, 98)]), 1, 100)
+    assert unrolled_size(x) == 1 + 100 * unrolled_size(ir.CharSet.of([(97, 98)]))
+    parts, rules, todo = {}, {}, []
+    small = ir.seq(*(ir.literal(c) for c in "abcd"))
+    assert unrolled_size(small) < SPLIT_GROUP
+    assert len(split_terminal("T", small, parts, rules, todo)) == 4
+
+
+def test_name_age_run_characters_are_counted():
+    """The name/age grammar repeats the printable characters but DEL: the compiler gives the
+    grammar engine that set as its run characters (the default set holds DEL, on which the
+    string's states die), so the string's states get run budgets."""
+    import structgen as sg
+    from structgen.cfg.run_budgets import chain_budget
+    from structgen.compiler import QUOTED_TEXT, slicing_of
+
+    g = sg.Grammar.from_gbnf(NAME_AGE)
+    first = slicing_of(g).slices[0].charset
+    assert first != QUOTED_TEXT and not first.contains(0x7F) and first.contains(ord("a"))
+    assert slicing_of(sg.Grammar.from_gbnf('root ::= "\\"" [^"\\\\]* "\\""')).slices[0].charset == QUOTED_TEXT
+    vocab = load_vocab("gpt2")
+    cg = sg.compile(g, vocab, cache=False).engine
+    m = cg.matcher()
+    for text in (b'[{"name":"ab', b'[{"name":"x","age":1},{"name":"ab'):
+        m.reset()
+        assert m.advance_bytes(text)
+        chain, cum, impure, ut, ua, u0 = cg.runs()
+        g0 = int(m.chart_state()[3][0, 0])
+        assert chain_budget(g0, cg.tables.trans, cg.tables.gacc, ut, ua, u0, cum.shape[0] - 1, chain) >= 0
+
+
 def test_big_terminal_error_names_the_rule():
     g = gbnf_to_cfg('root ::= "x" word\nword ::= [ab]* "a" [ab]{12}\n')
     with pytest.raises(LimitExceeded, match="root|word"):

@@ -38,11 +38,12 @@ from . import mask as mk
 from .cache import MaskCache, start_background_prefill
 from .grammar import CFG, literal_terminal, right_to_left, trim
 from .matcher import CFGMatcher
+from .split import SPLIT_STATES, split_terminal, splittable
 from .terminals import after_ignores, build, literal_dfa as _literal_dfa, literal_set_dfa
 from .terminals import drop_epsilon as _drop_epsilon, with_epsilon as _with_epsilon
 
 _START = "$start"
-_NORM_VERSION = 3  # in the disk cache's key: 2 = ignored lexemes are longest matches, 3 = + right recursion
+_NORM_VERSION = 4  # in the disk cache's key: 2 = ignored lexemes are longest matches, 3 = + right recursion, 4 = + grouped splits
 _TRAIL = "$trail"
 
 
@@ -433,52 +434,6 @@ def _embeds(cfg: CFG) -> bool:
                for n in cfg.terminals.values())
 
 
-SPLIT_STATES = 20_000  # a terminal's DFA past this many states is split into parser symbols
-
-
-def _splittable(node) -> bool:
-    return isinstance(node, (ir.Seq, ir.Alt)) and len(node.items) > 1 or (
-        isinstance(node, ir.Repeat) and (node.max is None or node.max > 1))
-
-
-def _split_terminal(t: str, node, source: dict, rules: dict, todo: list) -> tuple:
-    """The symbols of a sentence for terminal ``t`` (IR ``node``: a sequence, union or repetition)
-    with each part a new terminal ``t$k`` (added to ``source`` and ``todo``: built, or split
-    again, in turn) and unions and repetitions as new rules (``t$k`` too): ``x{m,n}`` is ``m``
-    copies of ``x`` and ``n - m`` nested options ``(x (x ...)?)?`` (one way to derive each count),
-    ``x{m,}`` a left-recursive loop."""
-    def fresh():
-        k = 0
-        while f"{t}${k}" in source or f"{t}${k}" in rules:
-            k += 1
-        return f"{t}${k}"
-
-    def part(x):
-        name = fresh()
-        source[name] = x
-        todo.append(name)
-        return name
-
-    if isinstance(node, ir.Seq):
-        return tuple(part(x) for x in node.items)
-    if isinstance(node, ir.Alt):
-        n = fresh()
-        rules[n] = [(part(x),) for x in node.items]
-        return (n,)
-    x = part(node.item)
-    out = (x,) * node.min
-    if node.max is None:
-        n = fresh()
-        rules[n] = [(), (n, x)]
-        return out + (n,)
-    opt = None
-    for _ in range(node.max - node.min):
-        n = fresh()
-        rules[n] = [(), (x,) + ((opt,) if opt else ())]
-        opt = n
-    return out + ((opt,) if opt else ())
-
-
 def _named(e: LimitExceeded, cfg: CFG, t: str) -> LimitExceeded:
     """``e`` with the rule that uses terminal ``t`` (and its position) in its message."""
     base = t.split("$")[0]
@@ -527,12 +482,12 @@ def _normalise(cfg: CFG, max_states: int):
                 # without ignored terminals, a terminal past SPLIT_STATES is split into parser symbols
                 # (the same language: a lexeme boundary may fall anywhere between sentences' parts);
                 # a smaller max_states is the user's bound on every terminal, kept as such
-                split = max_states >= SPLIT_STATES and _splittable(node)
+                split = max_states >= SPLIT_STATES and splittable(node)
                 d = _prefixed_build(node, SPLIT_STATES if split else max_states)
             except LimitExceeded as e:
                 if not split:
                     raise _named(e, cfg, t) from None
-                rules[t] = [_split_terminal(t, node, source, rules, todo)]
+                rules[t] = [split_terminal(t, node, source, rules, todo)]
                 continue
         if d.is_empty():
             empty.add(t)
