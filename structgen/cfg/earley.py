@@ -219,6 +219,30 @@ def signature(items, set_off, j, sym, NN, dr_next, dr_lhs, out, syms):
 
 
 @njit(cache=True, nogil=True)
+def frontier_signature(front, nf, items, set_off, NN, dr_next, dr_lhs, gterm, out):
+    """A key of everything the next tokens' masks read from the chart: per frontier lexeme its
+    lexer state, then the :func:`signature` of its origin set for its terminal (``[g, n, keys...]``
+    in frontier order), in ``out``; returns its length, -1 when a signature or ``out`` is too
+    long.  Two points of one chart with equal keys allow the same tokens: a signature names the
+    origin set's items by rule and origin, with the set itself relative, and every other origin
+    is a committed set both points share."""
+    tmp = np.empty(ALIAS_SIGNATURE, np.int64)
+    syms = np.empty(ALIAS_SIGNATURE, np.int32)
+    n = 0
+    for q in range(nf):
+        g = front[q, 0]
+        ns = signature(items, set_off, front[q, 1], NN + gterm[g], NN, dr_next, dr_lhs, tmp, syms)
+        if ns < 0 or n + 2 + ns > out.shape[0]:
+            return -1
+        out[n] = g
+        out[n + 1] = ns
+        for r in range(ns):
+            out[n + 2 + r] = tmp[r]
+        n += 2 + ns
+    return n
+
+
+@njit(cache=True, nogil=True)
 def predict_frontier_aliased(items, set_off, k, NN, dr_next, dr_lhs, gterm, tstart, fout, nf):
     """:func:`predict_frontier` for a set ``k`` made by a byte, whose frontier ``fout[:nf]`` holds the
     lexemes still going: a new lexeme of terminal ``t`` takes the origin ``j`` of such a lexeme of

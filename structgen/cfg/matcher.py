@@ -11,8 +11,17 @@ node both share.  ``fork()`` copies the used part of the chart (a few KB).
 
 Also a :class:`~structgen.runtime.protocol.ByteStateView`: the automaton is the union
 of the lexer DFAs, the states those of the frontier's lexemes.
+
+Mask memo: once a mask of this matcher has cost more than ``MEMO_MIN_SECONDS``, masks are
+also kept (the last ``MEMO_MASKS``) under :func:`~structgen.cfg.earley.frontier_signature`,
+which names what a mask reads of the chart -- a repeated configuration (the next word of a
+CSV row, the next item of a list) then costs a lookup instead of a mask computation.  The
+key refers to committed sets by number, so the memo is dropped whenever the chart goes back
+(``rollback``, ``restore``, ``reset``); a fork starts without one.
 """
 from __future__ import annotations
+
+import time
 
 import numpy as np
 
@@ -25,6 +34,10 @@ from ..runtime.protocol import ByteStateView, Matcher, Snapshot
 from . import earley
 from . import mask as mk
 
+
+MEMO_MASKS = 8              # masks a matcher keeps under their configuration's key
+MEMO_MIN_SECONDS = 100e-6   # the memo starts after a mask that took longer than this
+_KEY_WORDS = 4096           # longest configuration key (int64 words); longer: not kept
 
 _IDENTITY = np.arange(256, dtype=np.int64)  # the lexer DFAs have no byte classes
 _NO_STATES = np.zeros(0, np.int64)
@@ -54,12 +67,15 @@ class CFGMatcher(Matcher, ByteStateView):
         self._pkeys, self._pstamp = _stamped(256)
         self._pval = np.empty((256, 3), np.int32)
         self._predbuf = np.empty((max(1024, 4 * tb.n_lexer_states), 2), np.int32)
+        self._memo: dict | None = None   # configuration key -> mask words, once armed
+        self._keybuf = None
         if _empty:
             return
         self.reset()
 
     # ------------------------------------------------------------------ state
     def reset(self) -> None:
+        self._forget_masks()
         e = self.engine
         tb = e.tables
         # keep buffers a previous run grew: they are overwritten, never read stale
@@ -166,6 +182,7 @@ class CFGMatcher(Matcher, ByteStateView):
         if n < 0 or n > self._node.depth:
             raise ValueError(f"cannot roll back {n} tokens; {self._node.depth} were accepted")
         if n:
+            self._forget_masks()
             self._set_point(hist.ancestor(self._node, n))
 
     def chart_stats(self) -> dict:
@@ -196,6 +213,7 @@ class CFGMatcher(Matcher, ByteStateView):
         if not isinstance(snapshot, Snapshot) or snapshot.lineage is not self._lineage:
             raise ValueError("restore() takes a snapshot of this matcher or of one forked from the same start")
         target = snapshot.point[0]
+        self._forget_masks()
         shared, path = hist.path_from_shared(self._node, target)
         self._set_point(shared)
         for node in path:  # rewrite the chart sets of the target's branch
@@ -245,7 +263,44 @@ class CFGMatcher(Matcher, ByteStateView):
             set_bits(words, e.eos)
         return words
 
+    def _forget_masks(self) -> None:
+        if self._memo:
+            self._memo = {}
+
+    def _config_key(self, e):
+        """The current configuration's memo key (bytes), or None (see the module docstring)."""
+        if self._keybuf is None:
+            self._keybuf = np.empty(_KEY_WORDS, np.int64)
+        ga = e.grammar_arrays
+        front = self._front
+        n = earley.frontier_signature(front, front.shape[0], self._items, self._set_off, ga.NN, ga.dr_next,
+                                      ga.dr_lhs, ga.gterm, self._keybuf)
+        return None if n < 0 else self._keybuf[:n].tobytes()
+
     def _compute(self, e, words: np.ndarray) -> None:
+        """The mask words, EOS aside, into ``words``: from the memo (see the module docstring),
+        else computed (:meth:`_compute_fresh`)."""
+        memo = self._memo
+        key = None
+        if memo is not None:
+            key = self._config_key(e)
+            hit = memo.get(key) if key is not None else None
+            if hit is not None:
+                words[:] = hit
+                return
+        t0 = time.perf_counter()
+        self._compute_fresh(e, words)
+        if memo is None:
+            if time.perf_counter() - t0 <= MEMO_MIN_SECONDS:
+                return
+            memo = self._memo = {}
+            key = self._config_key(e)
+        if key is not None:
+            if len(memo) >= MEMO_MASKS:
+                del memo[next(iter(memo))]
+            memo[key] = words.copy()
+
+    def _compute_fresh(self, e, words: np.ndarray) -> None:
         """The mask words, EOS aside, into ``words`` (see :func:`structgen.cfg.mask.expand_mask`).
 
         First a read-only pass over the grammar's cache snapshot; if it misses a

@@ -1,0 +1,135 @@
+"""The grammar matcher's mask memo (structgen.cfg.matcher): a mask served from the memo equals
+the mask computed afresh, along random walks with rollbacks, restores and forks."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import structgen as sg
+from structgen.cfg import matcher as cm
+from structgen.kernels.bitmask import set_bits
+from structgen.vocab import Vocabulary
+
+CSV = r"""
+start: header _NL row+
+header: "#" " "? (WORD _SEP?)+
+row: (_anything _SEP?)+ _NL
+_anything: INT | WORD | NSS
+NSS: /[a-z.;]+/
+_SEP: /[ ]+/ | ","
+_NL: /\r?\n/
+%import common.WORD
+%import common.INT
+"""
+
+LIST = r"""
+start: "[" [item ("," " "? item)*] "]"
+item: NAME | NUMBER | start
+NAME: /[a-z]+/
+NUMBER: /[0-9]+/
+"""
+
+ARITH = r"""
+?start: sum
+?sum: product | sum "+" product | sum "-" product
+?product: atom | product "*" atom
+?atom: NUMBER | "(" sum ")" | NAME
+NAME: /[a-z]+/
+NUMBER: /[0-9]+/
+%ignore " "
+"""
+
+
+def _vocab():
+    pieces = [bytes([b]) for b in range(32, 127)] + [b"\n", b"\r\n", b"ab", b"abc", b"a b", b", ", b",a", b"1,",
+                                                      b"12", b"x.y", b"a;b", b" \n", b"(1", b"+(", b"[a", b"],",
+                                                      b"ba", b"cab", b"a\nb", b"  ", b"bc,", b"c1", b"]]", b"]]]", b"b]]]]"]
+    return Vocabulary.from_bytes(pieces + [None], eos_ids=[len(pieces)])
+
+
+def _fresh(ref, words):
+    """``ref``'s mask computed without its memo."""
+    ref._compute_fresh(ref.engine, words)
+    if ref.is_accepting():
+        set_bits(words, ref.engine.eos)
+    return words
+
+
+@pytest.mark.parametrize("text", [CSV, LIST, ARITH], ids=["csv", "list", "arith"])
+@pytest.mark.parametrize("seed", range(4))
+def test_memo_masks_equal_fresh_ones(text, seed, monkeypatch):
+    monkeypatch.setattr(cm, "MEMO_MIN_SECONDS", -1.0)   # every matcher keeps masks from the first
+    vocab = _vocab()
+    cg = sg.compile(sg.Grammar.from_lark(text), vocab, cache=False)
+    rng = np.random.default_rng(seed)
+    m = cg.matcher()
+    ref = cg.matcher()
+    words = np.empty(cg.engine.words, np.uint32)
+    snaps = []
+    hits = 0
+    for step in range(160):
+        if m._memo is not None and not m.is_terminated():
+            hits += m._config_key(m.engine) in m._memo
+        got = m.mask_words()
+        want = _fresh(ref, words.copy())
+        assert np.array_equal(got, want), step
+        allowed = np.flatnonzero(np.unpackbits(got.view(np.uint8), bitorder="little"))
+        normal = [t for t in allowed.tolist() if t < len(vocab.token_offsets) - 2]
+        r = rng.random()
+        if r < 0.1 and m.accepted_tokens() > 2:          # back, then elsewhere
+            k = int(rng.integers(1, min(6, m.accepted_tokens()) + 1))
+            m.rollback(k)
+            ref.rollback(k)
+        elif r < 0.15:
+            snaps.append((m.snapshot(), ref.snapshot()))
+        elif r < 0.2 and snaps:
+            a, b = snaps[int(rng.integers(len(snaps)))]
+            m.restore(a)
+            ref.restore(b)
+        elif r < 0.23:
+            m = m.fork()                                  # a fork starts without the memo
+        elif normal:
+            t = int(rng.choice(normal))
+            assert m.advance(t) and ref.advance(t)
+        else:
+            m.reset()
+            ref.reset()
+    assert hits > 0   # the memo served masks
+
+
+def test_memo_is_dropped_when_the_chart_goes_back(monkeypatch):
+    monkeypatch.setattr(cm, "MEMO_MIN_SECONDS", -1.0)
+    cg = sg.compile(sg.Grammar.from_lark(CSV), _vocab(), cache=False)
+    m = cg.matcher()
+    assert m.advance_bytes(b"# ab\nab ")
+    m.mask_words()
+    assert m._memo
+    m.rollback(1)
+    assert not m._memo
+    m.mask_words()
+    snap = m.snapshot()
+    m.advance_bytes(b"c")
+    m.mask_words()
+    m.restore(snap)
+    assert not m._memo
+    assert m.fork()._memo is None
+
+
+def test_a_stale_memo_would_be_wrong(monkeypatch):
+    """Equal keys name committed sets by number: after "[[[" + "[b" and, on another branch,
+    "[a," + "[b", the lexeme and its origin set read alike, but set 3 is four lists deep in one
+    and two in the other ("b]]]]" closes all four).  Going back must drop the memo."""
+    monkeypatch.setattr(cm, "MEMO_MIN_SECONDS", -1.0)
+    cg = sg.compile(sg.Grammar.from_lark(LIST), _vocab(), cache=False)
+    m = cg.matcher()
+    assert m.advance_bytes(b"[[[[b")
+    deep = m.mask_words().copy()
+    key = m._config_key(m.engine)
+    m.rollback(1)
+    assert m.advance_bytes(b"[a,[b")
+    assert m._config_key(m.engine) == key          # the same key ...
+    ref = cg.matcher()
+    assert ref.advance_bytes(b"[a,[b")
+    want = _fresh(ref, np.empty(cg.engine.words, np.uint32))
+    assert not np.array_equal(deep, want)          # ... for different masks
+    assert np.array_equal(m.mask_words(), want)
