@@ -182,6 +182,7 @@ CORPUS = {
     "lark-json": ("lark_json.lark", "lark", "start"),
     "lark-lark": ("lark_lark.lark", "lark", "start"),
     "lark-python": ("lark_python.lark", "lark", "file_input"),
+    "lark-verilog": ("lark_verilog.lark", "lark", "start"),
 }
 
 

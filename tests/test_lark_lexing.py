@@ -298,3 +298,63 @@ def test_follow_conditions_are_bounded():
     assert sorted(t[0] for t in out.terminals) == ["A", "C"]  # "ab" is gone, "a" and "ac" stay
     with pytest.raises(sg.errors.LimitExceeded):
         resolve_follow(cfg, {"A": rest}, max_rules=1)
+
+
+VERILOG_MODULES = [
+    ("module m (a, b, y);\n  input a, b;\n  output y;\n  wire t;\n  assign t = a & ~b, y = t | (a ^ b);\nendmodule\n", True),
+    ("// half adder\nmodule ha(a,b,s,c); input a,b; output s,c; assign s = a ^ b; assign c = a & b; endmodule", True),
+    ("module top(x); input x; wire w; ha u1 (.a(x), .b(1'b0), .s(w), .c()); endmodule /* done */", False),
+    ("module top(x); input x; wire w; ha u1 (.a(x), .b(1'b0)), u2 (x, w); endmodule", True),
+    ("module m(a); input a; assign a = a ? 1'b1 : 1'bx; endmodule\nmodule n(b); output b; endmodule", True),
+    ("module m(a) input a; endmodule", False),
+    ("module m(a); assign a = ; endmodule", False),
+    ("modulem(a); endmodule", True),   # every lexing, as Lark's dynamic_complete: "module" "m"
+]
+
+
+def test_verilog_grammar_compiles_and_agrees_with_lark():
+    """lark's examples/grammars/verilog.lark (lookaheads in a comment terminal, ``%ignore``d
+    newlines): hand-written modules agree with Lark (printable-byte vocabulary), the valid ones
+    are accepted token by token on llama3, and random walks from a module header that close it
+    with ``endmodule`` parse."""
+    import os
+
+    from .helpers import load_vocab
+
+    path = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "grammars", "lark_verilog.lark")
+    text = open(path).read()
+    parser = lark.Lark(text, parser="earley", lexer="dynamic_complete")
+    vocab = Vocabulary.from_bytes([bytes([i]) for i in range(32, 127)] + [b"\n", None], eos_ids=[96])
+    cg = sg.compile(sg.Grammar.from_lark(text), vocab)
+    for s, valid in VERILOG_MODULES:
+        assert _lark_accepts(parser, s) == valid, s
+        m = cg.matcher()
+        assert (m.advance_bytes(s.encode()) and m.is_accepting()) == valid, s
+    llama = load_vocab("llama3")
+    big = sg.compile(sg.Grammar.from_lark(text), llama)
+    for s, valid in VERILOG_MODULES:
+        if valid:
+            m = big.matcher()
+            assert all(m.advance(int(t)) for t in llama.encode(s)) and m.is_accepting(), s
+    rng = random.Random(5)
+    bm = sg.allocate_bitmask(1, vocab.logits_width)
+    closed = 0
+    for _ in range(30):
+        m = cg.matcher()
+        assert m.advance_bytes(b"module m (a, b);\n")
+        out = []
+        for _ in range(rng.randrange(5, 40)):
+            m.fill_bitmask(bm, 0)
+            allowed = np.flatnonzero(np.unpackbits(np.asarray(bm[0]).view(np.uint8), bitorder="little"))
+            allowed = [int(t) for t in allowed if t < 96]
+            t = rng.choice(allowed)
+            assert m.advance(t)
+            out.append(t)
+        for tail in (b" endmodule", b"; endmodule", b"); endmodule", b")); endmodule"):
+            probe = m.fork()
+            if probe.advance_bytes(tail) and probe.is_accepting():
+                s = "module m (a, b);\n" + b"".join(vocab.token_bytes(t) for t in out).decode() + tail.decode()
+                assert _lark_accepts(parser, s), s
+                closed += 1
+                break
+    assert closed >= 5
