@@ -59,6 +59,7 @@ def _fresh(ref, words):
 @pytest.mark.parametrize("seed", range(4))
 def test_memo_masks_equal_fresh_ones(text, seed, monkeypatch):
     monkeypatch.setattr(cm, "MEMO_MIN_SECONDS", -1.0)   # every matcher keeps masks from the first
+    monkeypatch.setattr(cm, "MEMO_PROBATION", 1 << 30)  # and keeps its memo
     vocab = _vocab()
     cg = sg.compile(sg.Grammar.from_lark(text), vocab, cache=False)
     rng = np.random.default_rng(seed)
@@ -133,3 +134,17 @@ def test_a_stale_memo_would_be_wrong(monkeypatch):
     want = _fresh(ref, np.empty(cg.engine.words, np.uint32))
     assert not np.array_equal(deep, want)          # ... for different masks
     assert np.array_equal(m.mask_words(), want)
+
+
+def test_memo_is_dropped_where_it_seldom_hits(monkeypatch):
+    """A right-recursive list read item by item repeats no configuration: after the probation the
+    matcher stops computing keys; masks stay exact."""
+    monkeypatch.setattr(cm, "MEMO_MIN_SECONDS", -1.0)
+    monkeypatch.setattr(cm, "MEMO_PROBATION", 8)
+    cg = sg.compile(sg.Grammar.from_lark(LIST), _vocab(), cache=False)
+    m, ref = cg.matcher(), cg.matcher()
+    text = b"[[[[[[[[[[[[[[[[[[[[a]]]]]]]]]]]]]]]]]]]"
+    for i in range(len(text)):
+        assert np.array_equal(m.mask_words(), _fresh(ref, np.empty(cg.engine.words, np.uint32))), i
+        assert m.advance_bytes(text[i:i + 1]) and ref.advance_bytes(text[i:i + 1])
+    assert m._memo is None and m._memo_off and m._memo_hits * 16 < m._memo_looks

@@ -12,10 +12,12 @@ node both share.  ``fork()`` copies the used part of the chart (a few KB).
 Also a :class:`~structgen.runtime.protocol.ByteStateView`: the automaton is the union
 of the lexer DFAs, the states those of the frontier's lexemes.
 
-Mask memo: once a mask of this matcher has cost more than ``MEMO_MIN_SECONDS``, masks are
-also kept (the last ``MEMO_MASKS``) under :func:`~structgen.cfg.earley.frontier_signature`,
+Mask memo: once a mask of this matcher has cost more than ``MEMO_MIN_SECONDS``, such masks
+are kept (the last ``MEMO_MASKS``) under :func:`~structgen.cfg.earley.frontier_signature`,
 which names what a mask reads of the chart -- a repeated configuration (the next word of a
-CSV row, the next item of a list) then costs a lookup instead of a mask computation.  The
+CSV row, the next byte of a right-recursive string) then costs a lookup instead of a mask
+computation.  A matcher whose lookups seldom hit (under 1 in 16 after ``MEMO_PROBATION``)
+stops keeping masks.  The
 key refers to committed sets by number, so the memo is dropped whenever the chart goes back
 (``rollback``, ``restore``, ``reset``); a fork starts without one.
 """
@@ -36,7 +38,8 @@ from . import mask as mk
 
 
 MEMO_MASKS = 8              # masks a matcher keeps under their configuration's key
-MEMO_MIN_SECONDS = 100e-6   # the memo starts after a mask that took longer than this
+MEMO_MIN_SECONDS = 100e-6   # the memo starts after, and keeps, masks that took longer than this
+MEMO_PROBATION = 64         # lookups after which a memo that finds under 1 in 16 is dropped
 _KEY_WORDS = 4096           # longest configuration key (int64 words); longer: not kept
 
 _IDENTITY = np.arange(256, dtype=np.int64)  # the lexer DFAs have no byte classes
@@ -68,6 +71,8 @@ class CFGMatcher(Matcher, ByteStateView):
         self._pval = np.empty((256, 3), np.int32)
         self._predbuf = np.empty((max(1024, 4 * tb.n_lexer_states), 2), np.int32)
         self._memo: dict | None = None   # configuration key -> mask words, once armed
+        self._memo_off = False           # disarmed: its keys were seldom found
+        self._memo_looks = self._memo_hits = 0
         self._keybuf = None
         if _empty:
             return
@@ -284,14 +289,21 @@ class CFGMatcher(Matcher, ByteStateView):
         key = None
         if memo is not None:
             key = self._config_key(e)
+            self._memo_looks += 1
             hit = memo.get(key) if key is not None else None
             if hit is not None:
+                self._memo_hits += 1
                 words[:] = hit
                 return
+            if self._memo_looks >= MEMO_PROBATION and self._memo_hits * 16 < self._memo_looks:
+                self._memo = memo = None   # configurations do not repeat here: stop paying for keys
+                self._memo_off = True
         t0 = time.perf_counter()
         self._compute_fresh(e, words)
+        if time.perf_counter() - t0 <= MEMO_MIN_SECONDS:
+            return   # only costly masks are kept
         if memo is None:
-            if time.perf_counter() - t0 <= MEMO_MIN_SECONDS:
+            if self._memo_off:
                 return
             memo = self._memo = {}
             key = self._config_key(e)
