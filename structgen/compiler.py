@@ -131,12 +131,12 @@ class CompiledGrammar:
 
 
 #: compile()'s keyword options (the limits are named by LimitExceeded's advice)
-COMPILE_OPTIONS = ("max_states", "time_limit", "max_nfa_states", "max_memory", "cache")
+COMPILE_OPTIONS = ("max_states", "time_limit", "max_nfa_states", "max_memory", "cache", "prefill")
 
 
 def compile(grammar: Grammar, vocab, *, max_states: int = 100_000, time_limit: float | None = 10.0,
             max_nfa_states: int = DEFAULT_MAX_NFA_STATES, max_memory: int = DEFAULT_MAX_MEMORY,
-            cache: bool = True, **unknown) -> CompiledGrammar:
+            cache: bool = True, prefill: float | None = None, **unknown) -> CompiledGrammar:
     """Compile ``grammar`` for ``vocab``.
 
     ``max_states`` bounds the byte DFA (for the grammar engine, each terminal's lexer DFA),
@@ -145,6 +145,13 @@ def compile(grammar: Grammar, vocab, *, max_states: int = 100_000, time_limit: f
     ``max_memory`` (bytes) its NFA sets and DFA table; exceeding any raises
     :class:`~structgen.errors.LimitExceeded` naming the grammar and the option.  A bad option
     (unknown name, ``time_limit=nan``, ``max_states=-5``) raises :class:`~structgen.errors.OptionError`.
+
+    ``prefill`` (seconds; grammar engine only): time spent filling the mask cache ahead of the
+    first masks, at most 15 ms of it inside this call and the rest on a background thread.  None:
+    ``PREFILL_SECONDS`` for Lark and GBNF grammars (compiled once, used many times), 0 for JSON
+    Schemas (whose time to first mask it would lengthen).  A grammar served for long may take
+    more (``prefill=2.0``): first visits of deep token boundaries (a CSV row) then find their
+    mask parts computed.  Masks do not depend on it.
     """
     check_known(unknown, COMPILE_OPTIONS, "compile()")
     if not isinstance(grammar, Grammar):
@@ -153,7 +160,8 @@ def compile(grammar: Grammar, vocab, *, max_states: int = 100_000, time_limit: f
     time_limit = check_seconds(time_limit)
     max_nfa_states = check_count(max_nfa_states, "max_nfa_states")
     max_memory = check_count(max_memory, "max_memory")
-    key = (grammar.key, vocab.fingerprint, max_states, time_limit, max_nfa_states, max_memory)
+    prefill = check_seconds(prefill, "prefill")
+    key = (grammar.key, vocab.fingerprint, max_states, time_limit, max_nfa_states, max_memory, prefill)
     hit = _CACHE.get(key) if cache else None
     if hit is not None:
         return hit
@@ -162,7 +170,7 @@ def compile(grammar: Grammar, vocab, *, max_states: int = 100_000, time_limit: f
         if concrete.specials:
             check_specials(concrete, vocab)
             vocab = vocab.with_special_tokens()  # the named special tokens get spellings
-        result = _compile(concrete, vocab, max_states, time_limit, max_nfa_states, max_memory)
+        result = _compile(concrete, vocab, max_states, time_limit, max_nfa_states, max_memory, prefill)
         if concrete is not grammar:
             result.grammar = grammar
     except LimitExceeded as e:
@@ -172,7 +180,8 @@ def compile(grammar: Grammar, vocab, *, max_states: int = 100_000, time_limit: f
     return result
 
 
-def _compile(grammar: Grammar, vocab, max_states, time_limit, max_nfa_states, max_memory) -> CompiledGrammar:
+def _compile(grammar: Grammar, vocab, max_states, time_limit, max_nfa_states, max_memory,
+             prefill=None) -> CompiledGrammar:
     if grammar.is_regular:
         t0 = time.perf_counter()
         dfa = build_dfa(grammar.node, max_states=max_states, time_limit=time_limit,
@@ -185,7 +194,8 @@ def _compile(grammar: Grammar, vocab, max_states, time_limit, max_nfa_states, ma
         return CompiledGrammar(grammar, vocab, token_dfa=tdfa, stats=stats)
     t0 = time.perf_counter()
     # grammars are compiled once and reused; a JSON Schema's time to first mask counts
-    prefill = 0.0 if grammar.key[0] == "json_schema" else PREFILL_SECONDS
+    if prefill is None:
+        prefill = 0.0 if grammar.key[0] == "json_schema" else PREFILL_SECONDS
     with limit_scope(max_nfa_states=max_nfa_states, max_memory=max_memory):
         engine = compile_cfg(grammar.cfg, vocab, max_states=max_states, time_limit=time_limit,
                              prefill_seconds=prefill, slicing=slicing_of(grammar))

@@ -148,3 +148,25 @@ def test_memo_is_dropped_where_it_seldom_hits(monkeypatch):
         assert np.array_equal(m.mask_words(), _fresh(ref, np.empty(cg.engine.words, np.uint32))), i
         assert m.advance_bytes(text[i:i + 1]) and ref.advance_bytes(text[i:i + 1])
     assert m._memo is None and m._memo_off and m._memo_hits * 16 < m._memo_looks
+
+
+def test_compile_prefill_option():
+    """``sg.compile(..., prefill=)``: 0 fills nothing ahead; more time fills the cache to its
+    fixpoint on a background thread; masks are the same either way; bad values are refused."""
+    from structgen.errors import OptionError
+
+    vocab = _vocab()
+    g = sg.Grammar.from_lark(CSV)
+    none = sg.compile(g, vocab, cache=False, prefill=0).engine
+    assert none.prefill_thread is None and none.cache.n_entries == 0
+    full = sg.compile(g, vocab, cache=False, prefill=5.0).engine
+    if full.prefill_thread is not None:
+        full.prefill_thread.join(timeout=30)
+    assert full.cache.prefilled and full.cache.n_entries > 0
+    a, b = none.matcher(), full.matcher()
+    for chunk in (b"# ab", b" cd\n", b"12 x.y,", b"ab\n"):
+        assert np.array_equal(a.mask_words(), b.mask_words())
+        assert a.advance_bytes(chunk) and b.advance_bytes(chunk)
+    for bad in (-1, float("nan"), "1"):
+        with pytest.raises(OptionError, match="prefill"):
+            sg.compile(g, vocab, prefill=bad)

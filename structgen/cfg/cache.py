@@ -172,7 +172,7 @@ class MaskCache:
         w.cnt = s.cnt.copy()
         return w
 
-    def prefill(self, engine, seconds: float, batch: int = 8, levels: int = 2) -> int:
+    def prefill(self, engine, seconds: float, batch: int = 8, levels: int = 8) -> int:
         """Spend up to ``seconds`` computing cache entries a first mask would otherwise pay
         for: the root-level entries of every lexer state (start states first), then those of
         the terminals that can start below each boundary list found, for tokens of up to ``levels``
