@@ -14,7 +14,7 @@ The recursion limit is interpreter-wide: while any deep call runs it stays at le
 Context variables are carried to the worker; a nested :func:`call_deep` runs inline.
 
 Workers are kept: a finished one waits for the next call (at most ``IDLE_WORKERS`` wait), so a
-call costs a hand-off (~15 us) instead of a thread start with its stack mapping (~180 us, twice
+call costs a hand-off (tens of µs) instead of a thread start with its stack mapping (~150 µs, twice
 per JSON Schema compile).  Concurrent calls each get their own worker; a forked child starts
 with none.
 """
