@@ -307,42 +307,30 @@ def gather_ragged(head, token, nodes, eos_id, offsets, out_tok, out_child):
     """:func:`gather` without padding: node ``b``'s allowed (token, child) pairs are
     ``out_tok[offsets[b]:offsets[b + 1]]`` / ``out_child[...]`` (EOS last, child -1; a node of -1
     gets an empty row).  Returns the number of pairs; when it exceeds the buffers' length only
-    ``offsets`` is complete (call again with buffers that long).
-
-    Two passes: the row lengths first (independent reads; a running write position would chain
-    every node's read to the previous one's), then the rows."""
-    n = nodes.size
+    ``offsets`` is complete (call again with buffers that long)."""
+    cap = out_tok.shape[0]
     pos = 0
     offsets[0] = 0
-    for b in range(n):
+    for b in range(nodes.size):
         v = nodes[b]
-        c = 0
         if v >= 0:
             x = head[v]
-            c = (head[v + 1] & 0xFFFFFFFF) - (x & 0xFFFFFFFF)
+            s = x & 0xFFFFFFFF
+            c = (head[v + 1] & 0xFFFFFFFF) - s
+            if pos + c <= cap:
+                if c > 0:
+                    out_tok[pos] = (x >> 32) & 0x7FFFFFFF
+                    out_child[pos] = s
+                for k in range(1, c):
+                    out_tok[pos + k] = token[s + k]
+                    out_child[pos + k] = s + k
+            pos += c
             if x < 0 and eos_id >= 0:
-                c += 1
-        pos += c
+                if pos < cap:
+                    out_tok[pos] = eos_id
+                    out_child[pos] = -1
+                pos += 1
         offsets[b + 1] = pos
-    if pos > out_tok.shape[0]:
-        return pos
-    for b in range(n):
-        v = nodes[b]
-        if v < 0:
-            continue
-        x = head[v]
-        s = x & 0xFFFFFFFF
-        c = (head[v + 1] & 0xFFFFFFFF) - s
-        at = offsets[b]
-        if c > 0:
-            out_tok[at] = (x >> 32) & 0x7FFFFFFF
-            out_child[at] = s
-        for k in range(1, c):
-            out_tok[at + k] = token[s + k]
-            out_child[at + k] = s + k
-        if x < 0 and eos_id >= 0:
-            out_tok[at + c] = eos_id
-            out_child[at + c] = -1
     return pos
 
 
