@@ -13,6 +13,7 @@ from .errors import (BitmaskError, EmptyLanguage, EngineError, GenerationError, 
                      OptionError, RegexError, SchemaError, StructgenError, TokenError, Unsupported, VocabularyError)
 from .vocab import Vocabulary
 from .grammar import Grammar
+from .cfg.indent import Indenter, python_indenter
 from .frontends.json_schema.hygiene import JsonHygiene
 from .tags import Tag, ToolCall
 from .tools import tool_calls
@@ -41,4 +42,5 @@ __all__ = [
     "beam_search", "clear_caches", "cache_info", "set_cache_limits",
 ]
 __all__ += ["ItemCatalog", "OptionError", "TokenError", "BitmaskError", "GrammarNotFound", "diffusion"]
+__all__ += ["Indenter", "python_indenter"]
 __all__ += ["JsonHygiene", "Tag", "ToolCall", "tool_calls", "EngineError", "TokenRejected"]

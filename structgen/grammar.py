@@ -13,6 +13,7 @@ from typing import Any, Iterable
 
 from .automaton import ir
 from .cfg.compose import trim_edges
+from .cfg.indent import Indenter
 from .automaton.build import limit_scope, warm_up
 from .automaton.limits import check_count, check_known, check_seconds
 from .composition import GrammarAlgebra, check_specials
@@ -178,7 +179,8 @@ class Grammar(TagsMixin, GrammarAlgebra):
     # -- context-free front-ends --------------------------------------------------
     @classmethod
     def from_lark(cls, text: str, start: str = "start", import_paths=None, source_path=None,
-                  time_limit: float | None = None, regex_syntax: str = "python", **unknown) -> "Grammar":
+                  time_limit: float | None = None, regex_syntax: str = "python", postlex=None,
+                  **unknown) -> "Grammar":
         """A grammar in Lark's syntax (rules, terminals, ``%import``, ``%ignore``), with
         llguidance's extensions (:mod:`structgen.frontends.lark_extensions`: ``%json {...}``
         inline JSON Schemas, special tokens ``<|name|>`` / ``<[id]>``, ``x{m,n}``, ``[lazy]``).  ``import_paths``
@@ -187,19 +189,27 @@ class Grammar(TagsMixin, GrammarAlgebra):
         ``time_limit`` (seconds) bounds the automata built while reading it.  ``regex_syntax``:
         ``"python"`` (Lark's) or ``"rust"`` (the Rust ``regex`` crate's, which llguidance's Lark
         grammars use: ``\\p{L}``, ``[[:alpha:]]``, ``[a-z&&[^aeiou]]``, ``\\x{..}``, ``\\z``; see
-        :mod:`structgen.frontends.regex`) for the ``/.../`` terminals."""
+        :mod:`structgen.frontends.regex`) for the ``/.../`` terminals.  ``postlex``: an indenter, as
+        ``lark.Lark``'s -- an instance of a ``lark.indenter.Indenter`` subclass (``PythonIndenter``)
+        or a :class:`structgen.Indenter` (which also sets the deepest column accepted,
+        ``max_column``, 64 by default); its ``%declare``d indent and dedent terminals are compiled
+        into the grammar (:mod:`structgen.cfg.indent`)."""
         who = "Grammar.from_lark()"
-        check_known(unknown, ("start", "import_paths", "source_path", "time_limit", "regex_syntax"), who)
+        check_known(unknown, ("start", "import_paths", "source_path", "time_limit", "regex_syntax", "postlex"), who)
+        indenter = Indenter.of(postlex) if postlex is not None else None
         if regex_syntax not in ("python", "rust"):
             raise OptionError(f"{who}: regex_syntax must be 'python' or 'rust', not {regex_syntax!r}")
         ext = read_extensions(text, regex_syntax) if has_extensions(text) else None
         with limit_scope(check_seconds(time_limit, who=who)):
             if ext is None or not ext.any:
                 cfg = lark_to_cfg(ext.text if ext is not None else text, start=start, import_paths=import_paths,
-                                  source_path=source_path, regex_syntax=regex_syntax)
+                                  source_path=source_path, regex_syntax=regex_syntax, indenter=indenter)
+            elif indenter is not None:
+                raise OptionError(f"{who}: postlex with llguidance's extensions is not supported")
             else:
                 cfg = extension_cfg(ext, start=start, import_paths=import_paths, source_path=source_path)
-        key = ("lark", text, start, regex_syntax) if not (import_paths or source_path) else ("lark-cfg", cfg.key())
+        key = (("lark", text, start, regex_syntax) + ((indenter.key(),) if indenter is not None else ())
+               if not (import_paths or source_path) else ("lark-cfg", cfg.key()))
         if ext is None or not (ext.json or ext.tokens):
             return cls("cfg", cfg=cfg, key=key, source="Lark grammar")
         parts = {n: _lark_json(schema, line, col) for n, (schema, line, col) in ext.json.items() if n in cfg.terminals}

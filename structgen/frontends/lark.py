@@ -26,6 +26,7 @@ from ..cfg import diskcache
 from ..cfg.compose import fold_ignores
 from ..cfg.follow import resolve_follow
 from ..cfg.grammar import CFG, literal_terminal
+from ..cfg.indent import apply_indenter
 from .regex import parse_regex, parse_terminal
 
 
@@ -191,7 +192,7 @@ REGEX_SYNTAXES = ("python", "rust")
 
 
 def lark_to_cfg(text: str, start: str = "start", import_paths=None, source_path=None,
-                regex_syntax: str = "python") -> CFG:
+                regex_syntax: str = "python", indenter=None) -> CFG:
     """Translate a Lark grammar (its ``start`` rule) into a :class:`CFG`.
 
     ``regex_syntax``: how ``/.../`` terminals are read -- ``"python"`` (Lark's own: Python's
@@ -207,7 +208,11 @@ def lark_to_cfg(text: str, start: str = "start", import_paths=None, source_path=
 
     Cached per (text, start) in memory and on disk (:mod:`structgen.cfg.diskcache`):
     a repeat costs a dict lookup, a new process a file read.  Grammars read with
-    ``import_paths`` or ``source_path`` are not cached (the imported files may change)."""
+    ``import_paths`` or ``source_path`` are not cached (the imported files may change).
+
+    ``indenter``: a :class:`structgen.cfg.indent.Indenter` (Lark's ``postlex=`` indenter), whose
+    ``%declare``d indent and dedent terminals are compiled into the grammar
+    (:func:`~structgen.cfg.indent.apply_indenter`)."""
     if regex_syntax not in REGEX_SYNTAXES:
         raise OptionError(f"regex_syntax must be one of {', '.join(map(repr, REGEX_SYNTAXES))}, not {regex_syntax!r}")
     if regex_syntax == "rust":
@@ -216,17 +221,18 @@ def lark_to_cfg(text: str, start: str = "start", import_paths=None, source_path=
         if isinstance(import_paths, (str, bytes)) or hasattr(import_paths, "__fspath__"):
             import_paths = [import_paths]
         paths = [str(p) for p in (import_paths or ())]
-        return _lark_to_cfg(text, start, paths, str(source_path) if source_path else None, regex_syntax)
-    key = (text, start, regex_syntax)
+        return _lark_to_cfg(text, start, paths, str(source_path) if source_path else None, regex_syntax, indenter)
+    ikey = indenter.key() if indenter is not None else None
+    key = (text, start, regex_syntax, ikey)
     hit = _CACHE.get(key)
     if hit is not None:
         return CFG(hit.start, dict(hit.rules), dict(hit.terminals), list(hit.ignore), dict(hit.positions))
     import lark
 
-    dkey = "\0".join((lark.__version__, start, regex_syntax, text)).encode("utf-8", "surrogatepass")
+    dkey = "\0".join((lark.__version__, start, regex_syntax, repr(ikey), text)).encode("utf-8", "surrogatepass")
     cfg = diskcache.load("lark", dkey)
     if not isinstance(cfg, CFG):
-        cfg = _lark_to_cfg(text, start, regex_syntax=regex_syntax)
+        cfg = _lark_to_cfg(text, start, regex_syntax=regex_syntax, indenter=indenter)
         diskcache.store("lark", dkey, cfg)
     _CACHE.put(key, cfg)
     return CFG(cfg.start, dict(cfg.rules), dict(cfg.terminals), list(cfg.ignore), dict(cfg.positions))
@@ -265,7 +271,8 @@ def rust_code_point_escapes(text: str) -> str:
     return _LEXEMES.sub(literal, text) if "\\" in text else text
 
 
-def _lark_to_cfg(text: str, start: str, import_paths=(), source_path=None, regex_syntax: str = "python") -> CFG:
+def _lark_to_cfg(text: str, start: str, import_paths=(), source_path=None, regex_syntax: str = "python",
+                 indenter=None) -> CFG:
     from lark.exceptions import LarkError
     from lark.load_grammar import load_grammar
 
@@ -345,6 +352,8 @@ def _lark_to_cfg(text: str, start: str, import_paths=(), source_path=None, regex
             for s in rhs:
                 if s not in rules and s not in terminals and s not in contextual:
                     declared.add(s)
+    if indenter is not None:
+        declared -= {indenter.indent_type, indenter.dedent_type}
     if declared:
         n = sorted(declared)[0]
         raise Unsupported(f"terminal {n} has no pattern (%declare)", f"line {_line_col_of(text, n)[0]}")
@@ -355,10 +364,15 @@ def _lark_to_cfg(text: str, start: str, import_paths=(), source_path=None, regex
     if start not in rules:
         raise GrammarError(f"start rule {start!r} is not defined", 1, 1)
     cfg = CFG(start, rules, terminals, ignore, positions)
-    return _with_lookaheads(cfg, contextual) if contextual else cfg
+    rests = {}
+    if indenter is not None:
+        if indenter.nl_type in contextual:
+            raise Unsupported("a lookahead in the Indenter's newline terminal", contextual[indenter.nl_type][1])
+        cfg, rests = apply_indenter(cfg, indenter)
+    return _with_lookaheads(cfg, contextual, rests) if contextual or rests else cfg
 
 
-def _with_lookaheads(cfg: CFG, contextual: dict) -> CFG:
+def _with_lookaheads(cfg: CFG, contextual: dict, rests=None) -> CFG:
     """``cfg`` with the terminals whose lookaheads see past the lexeme put in: each becomes a
     rule over its variants (:func:`regex_to_variants`), the ignored terminals are folded into the
     others (what follows a lexeme includes ignored text) and the conditions are resolved
@@ -366,7 +380,7 @@ def _with_lookaheads(cfg: CFG, contextual: dict) -> CFG:
     for n in cfg.ignore:
         if n in contextual:
             raise Unsupported("a lookahead that sees past the lexeme in an %ignore'd terminal", contextual[n][1])
-    rests = {}
+    rests = dict(rests or {})
     for name, (variants, _) in contextual.items():
         alts = []
         for i, (lexemes, rest) in enumerate(variants):
