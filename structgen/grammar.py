@@ -180,7 +180,7 @@ class Grammar(TagsMixin, GrammarAlgebra):
     @classmethod
     def from_lark(cls, text: str, start: str = "start", import_paths=None, source_path=None,
                   time_limit: float | None = None, regex_syntax: str = "python", postlex=None,
-                  **unknown) -> "Grammar":
+                  lexer: str = "dynamic", **unknown) -> "Grammar":
         """A grammar in Lark's syntax (rules, terminals, ``%import``, ``%ignore``), with
         llguidance's extensions (:mod:`structgen.frontends.lark_extensions`: ``%json {...}``
         inline JSON Schemas, special tokens ``<|name|>`` / ``<[id]>``, ``x{m,n}``, ``[lazy]``).  ``import_paths``
@@ -193,9 +193,13 @@ class Grammar(TagsMixin, GrammarAlgebra):
         ``lark.Lark``'s -- an instance of a ``lark.indenter.Indenter`` subclass (``PythonIndenter``)
         or a :class:`structgen.Indenter` (which also sets the deepest column accepted,
         ``max_column``, 64 by default); its ``%declare``d indent and dedent terminals are compiled
-        into the grammar (:mod:`structgen.cfg.indent`)."""
+        into the grammar (:mod:`structgen.cfg.indent`).  ``lexer``: ``"dynamic"`` (default: every
+        lexing, Lark's Earley ``dynamic_complete``) or ``"basic"`` (Lark's basic lexer, what its
+        ``lalr`` parser uses: the first terminal in Lark's order with its longest match, keywords
+        reclassified from names; :mod:`structgen.frontends.lark_lexer`)."""
         who = "Grammar.from_lark()"
-        check_known(unknown, ("start", "import_paths", "source_path", "time_limit", "regex_syntax", "postlex"), who)
+        check_known(unknown, ("start", "import_paths", "source_path", "time_limit", "regex_syntax", "postlex", "lexer"),
+                    who)
         indenter = Indenter.of(postlex) if postlex is not None else None
         if regex_syntax not in ("python", "rust"):
             raise OptionError(f"{who}: regex_syntax must be 'python' or 'rust', not {regex_syntax!r}")
@@ -203,12 +207,13 @@ class Grammar(TagsMixin, GrammarAlgebra):
         with limit_scope(check_seconds(time_limit, who=who)):
             if ext is None or not ext.any:
                 cfg = lark_to_cfg(ext.text if ext is not None else text, start=start, import_paths=import_paths,
-                                  source_path=source_path, regex_syntax=regex_syntax, indenter=indenter)
-            elif indenter is not None:
-                raise OptionError(f"{who}: postlex with llguidance's extensions is not supported")
+                                  source_path=source_path, regex_syntax=regex_syntax, indenter=indenter, lexer=lexer)
+            elif indenter is not None or lexer != "dynamic":
+                raise OptionError(f"{who}: postlex and lexer='basic' with llguidance's extensions are not supported")
             else:
                 cfg = extension_cfg(ext, start=start, import_paths=import_paths, source_path=source_path)
         key = (("lark", text, start, regex_syntax) + ((indenter.key(),) if indenter is not None else ())
+               + ((lexer,) if lexer != "dynamic" else ())
                if not (import_paths or source_path) else ("lark-cfg", cfg.key()))
         if ext is None or not (ext.json or ext.tokens):
             return cls("cfg", cfg=cfg, key=key, source="Lark grammar")

@@ -217,3 +217,14 @@ def xgrammar_departures(ours: np.ndarray, theirs: np.ndarray, vocab, whitespace:
         if utf8_prefix(data) and not (whitespace and data[:1] in (b" ", b"\t", b"\n", b"\r")):
             out.append(int(t))
     return out
+
+
+def lark_accepts(parser, s: str) -> bool:
+    """Whether a ``lark.Lark`` parser parses ``s`` (any LarkError: no)."""
+    import lark
+
+    try:
+        parser.parse(s)
+        return True
+    except lark.exceptions.LarkError:
+        return False

@@ -150,8 +150,17 @@ def _mutate(rng, s):
     return s
 
 
-def test_mini_programs_and_mutations(mini):
-    parser, g = mini
+# with names of several letters, which Lark's basic lexer tells from the keywords
+WORDS = MINI.replace("NAME: /[a-z]/", "NAME: /[a-z]+/")
+
+
+@pytest.mark.parametrize("lexer", ["dynamic", "basic"])
+def test_mini_programs_and_mutations(mini, lexer):
+    if lexer == "dynamic":
+        parser, g = mini
+    else:
+        parser = lark.Lark(WORDS, parser="lalr", lexer="basic", postlex=MiniIndenter())
+        g = sg.Grammar.from_lark(WORDS, lexer="basic", postlex=sg.Indenter.of(MiniIndenter(), max_column=16))
     cg = sg.compile(g, _vocab(list(" \t\n#(),[]:abcxyz") + ["if", "else", "    ", "\n    "]))
     rng = random.Random(7)
     seen = {True: 0, False: 0}

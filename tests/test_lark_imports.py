@@ -13,6 +13,7 @@ lark = pytest.importorskip("lark")
 
 import structgen as sg  # noqa: E402
 from structgen.vocab.vocabulary import Vocabulary  # noqa: E402
+from tests.helpers import lark_accepts  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "lark_composition"
 VOCAB = Vocabulary.from_bytes([bytes([i]) for i in range(32, 127)] + [b"\n", b"\t", None], eos_ids=[97])
@@ -21,14 +22,6 @@ SENTENCES = [
     "# a b\n1,2\n", '{"a": 1}\n', '# x\nfoo,1.5\n{"k": [1, 2, null]}\n', '{"a": }\n', "# a\n", "1,2\n",
     '# h\n3 4\n{"b": "c"}', '{"a": 1}{"b": 2}',
 ]
-
-
-def _lark_accepts(parser, s):
-    try:
-        parser.parse(s)
-        return True
-    except lark.exceptions.LarkError:
-        return False
 
 
 @pytest.mark.parametrize("how", ["import_paths", "source_path"])
@@ -41,7 +34,7 @@ def test_storage_lark_imports_csv_and_json(how):
     for s in SENTENCES:
         m = cg.matcher()
         got = m.advance_bytes(s.encode()) and m.is_accepting()
-        want = _lark_accepts(oracle, s)
+        want = lark_accepts(oracle, s)
         assert got == want, s
         seen.add(want)
     assert seen == {True, False}

@@ -151,11 +151,13 @@ def last_line_weight(column: int, tab_len: int) -> ByteDFA:
 
 # -- the grammar ---------------------------------------------------------------------------------
 
-def apply_indenter(cfg: CFG, ind: Indenter, max_states: int = 100_000) -> tuple:
+def apply_indenter(cfg: CFG, ind: Indenter, max_states: int = 100_000, nl_variants=None) -> tuple:
     """``(grammar, rests)``: ``cfg`` (whose rules use ``ind``'s newline, indent and dedent
     terminals; the latter two need not be defined) as a grammar over text without them, and the
     longest-match conditions of the newline terminals it introduces (for
-    :func:`structgen.cfg.follow.resolve_follow`, after folding the ignored terminals)."""
+    :func:`structgen.cfg.follow.resolve_follow`, after folding the ignored terminals).
+    ``nl_variants``: the newline's lexemes as ``[(lexemes DFA, rests DFA or None)]`` when a lexer
+    other than the longest match of its terminal alone decides them (:mod:`..frontends.lark_lexer`)."""
     NL, IN, DE = ind.nl_type, ind.indent_type, ind.dedent_type
     if NL not in cfg.terminals:
         raise GrammarError(f"the Indenter's newline terminal {NL} is not defined")
@@ -164,7 +166,7 @@ def apply_indenter(cfg: CFG, ind: Indenter, max_states: int = 100_000) -> tuple:
     nl = build(cfg.terminals[NL], max_states=max_states)
     if nl.accepting[nl.start]:
         raise GrammarError(f"the Indenter's newline terminal {NL} matches the empty string", *cfg.where(NL))
-    variants = greedy_variants(nl)
+    variants = greedy_variants(nl) if nl_variants is None else list(nl_variants)
     fresh = name_maker(set(cfg.rules) | set(cfg.terminals) | {IN, DE})
     terminals = {t: v for t, v in cfg.terminals.items() if t not in (NL, IN, DE)}
     rules: dict = {}
@@ -211,7 +213,8 @@ def apply_indenter(cfg: CFG, ind: Indenter, max_states: int = 100_000) -> tuple:
             for i, (lex, rest) in enumerate(variants):
                 t = fresh(f"{NL}@{i}")
                 terminals[t] = embedded(lex)
-                rests[t] = rest
+                if rest is not None:
+                    rests[t] = rest
                 rules[one].append((t,))
         return nl_run
 
@@ -273,7 +276,8 @@ def apply_indenter(cfg: CFG, ind: Indenter, max_states: int = 100_000) -> tuple:
                     continue
                 t = fresh(f"{NL}#{c}@{i}")
                 terminals[t] = embedded(part)
-                rests[t] = rest
+                if rest is not None:
+                    rests[t] = rest
                 rules[name].append((t,))
         return nl_at[c]
 

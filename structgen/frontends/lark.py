@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 
 from ..automaton import ir
+from ..automaton.build import embedded
 from ..errors import GrammarError, OptionError, RegexError, Unsupported
 from .. import caching
 from ..cfg import diskcache
@@ -27,6 +28,7 @@ from ..cfg.compose import fold_ignores
 from ..cfg.follow import resolve_follow
 from ..cfg.grammar import CFG, literal_terminal
 from ..cfg.indent import apply_indenter
+from .lark_lexer import basic_lexer_variants, scan_order
 from .regex import parse_regex, parse_terminal
 
 
@@ -44,6 +46,15 @@ KNOWN_PATTERNS = {
     # the same comment with a lookahead inside it (lark's examples/grammars/verilog.lark; the same
     # lexeme lengths as Lark's dynamic_complete on every string of up to 8 characters over "/*a\n")
     "\\/\\*(\\*(?!\\/)|[^*])*\\*\\/": r"/\*(?:[^*]|\*+[^*/])*\*+/",
+    # python.lark's STRING: up to the first quote after an even run of backslashes, no newline
+    r'''(?i:([ubf]?r?|r[ubf])("(?!"").*?(?<!\\)(\\\\)*?"|'(?!'').*?(?<!\\)(\\\\)*?'))''':
+        r'''(?i:([ubf]?r?|r[ubf])("(?!"")(?:[^"\\\n]|\\[^\n])*"|'(?!'')(?:[^'\\\n]|\\[^\n])*'))''',
+    # python.lark's LONG_STRING: up to the first unescaped triple quote (runs of one or two quotes
+    # inside it are followed by another character)
+    r'(?is:([ubf]?r?|r[ubf])(' + '"' * 3 + r'.*?(?<!\\)(\\\\)*?' + '"' * 3 + "|" + "'" * 3
+    + r'.*?(?<!\\)(\\\\)*?' + "'" * 3 + '))':
+        r'(?is:([ubf]?r?|r[ubf])(' + '"' * 3 + r'(?:[^"\\]|\\.|"{1,2}(?:[^"\\]|\\.))*' + '"' * 3 + '|'
+        + "'" * 3 + r"(?:[^'\\]|\\.|'{1,2}(?:[^'\\]|\\.))*" + "'" * 3 + '))',
 }
 
 
@@ -192,7 +203,7 @@ REGEX_SYNTAXES = ("python", "rust")
 
 
 def lark_to_cfg(text: str, start: str = "start", import_paths=None, source_path=None,
-                regex_syntax: str = "python", indenter=None) -> CFG:
+                regex_syntax: str = "python", indenter=None, lexer: str = "dynamic") -> CFG:
     """Translate a Lark grammar (its ``start`` rule) into a :class:`CFG`.
 
     ``regex_syntax``: how ``/.../`` terminals are read -- ``"python"`` (Lark's own: Python's
@@ -212,7 +223,11 @@ def lark_to_cfg(text: str, start: str = "start", import_paths=None, source_path=
 
     ``indenter``: a :class:`structgen.cfg.indent.Indenter` (Lark's ``postlex=`` indenter), whose
     ``%declare``d indent and dedent terminals are compiled into the grammar
-    (:func:`~structgen.cfg.indent.apply_indenter`)."""
+    (:func:`~structgen.cfg.indent.apply_indenter`).  ``lexer``: ``"dynamic"`` (every lexing, as
+    Lark's Earley ``dynamic_complete``) or ``"basic"`` (Lark's basic lexer: first terminal in Lark's
+    order, longest match, keywords reclassified; :mod:`structgen.frontends.lark_lexer`)."""
+    if lexer not in ("dynamic", "basic"):
+        raise OptionError(f"lexer must be 'dynamic' or 'basic', not {lexer!r}")
     if regex_syntax not in REGEX_SYNTAXES:
         raise OptionError(f"regex_syntax must be one of {', '.join(map(repr, REGEX_SYNTAXES))}, not {regex_syntax!r}")
     if regex_syntax == "rust":
@@ -221,8 +236,9 @@ def lark_to_cfg(text: str, start: str = "start", import_paths=None, source_path=
         if isinstance(import_paths, (str, bytes)) or hasattr(import_paths, "__fspath__"):
             import_paths = [import_paths]
         paths = [str(p) for p in (import_paths or ())]
-        return _lark_to_cfg(text, start, paths, str(source_path) if source_path else None, regex_syntax, indenter)
-    ikey = indenter.key() if indenter is not None else None
+        return _lark_to_cfg(text, start, paths, str(source_path) if source_path else None, regex_syntax, indenter,
+                            lexer)
+    ikey = (indenter.key() if indenter is not None else None, lexer)
     key = (text, start, regex_syntax, ikey)
     hit = _CACHE.get(key)
     if hit is not None:
@@ -232,7 +248,7 @@ def lark_to_cfg(text: str, start: str = "start", import_paths=None, source_path=
     dkey = "\0".join((lark.__version__, start, regex_syntax, repr(ikey), text)).encode("utf-8", "surrogatepass")
     cfg = diskcache.load("lark", dkey)
     if not isinstance(cfg, CFG):
-        cfg = _lark_to_cfg(text, start, regex_syntax=regex_syntax, indenter=indenter)
+        cfg = _lark_to_cfg(text, start, regex_syntax=regex_syntax, indenter=indenter, lexer=lexer)
         diskcache.store("lark", dkey, cfg)
     _CACHE.put(key, cfg)
     return CFG(cfg.start, dict(cfg.rules), dict(cfg.terminals), list(cfg.ignore), dict(cfg.positions))
@@ -272,7 +288,7 @@ def rust_code_point_escapes(text: str) -> str:
 
 
 def _lark_to_cfg(text: str, start: str, import_paths=(), source_path=None, regex_syntax: str = "python",
-                 indenter=None) -> CFG:
+                 indenter=None, lexer: str = "dynamic") -> CFG:
     from lark.exceptions import LarkError
     from lark.load_grammar import load_grammar
 
@@ -364,12 +380,45 @@ def _lark_to_cfg(text: str, start: str, import_paths=(), source_path=None, regex
     if start not in rules:
         raise GrammarError(f"start rule {start!r} is not defined", 1, 1)
     cfg = CFG(start, rules, terminals, ignore, positions)
-    rests = {}
+    rests, nl_variants = {}, None
+    if lexer == "basic":
+        nl = indenter.nl_type if indenter is not None else None
+        cfg, rests, nl_variants = _basic_lexing(cfg, terminal_defs, contextual, nl)
+        contextual = {}
     if indenter is not None:
         if indenter.nl_type in contextual:
             raise Unsupported("a lookahead in the Indenter's newline terminal", contextual[indenter.nl_type][1])
-        cfg, rests = apply_indenter(cfg, indenter)
+        cfg, more = apply_indenter(cfg, indenter, nl_variants=nl_variants)
+        rests.update(more)
     return _with_lookaheads(cfg, contextual, rests) if contextual or rests else cfg
+
+
+def _basic_lexing(cfg: CFG, terminal_defs, contextual: dict, nl):
+    """``(cfg, rests, newline variants)``: ``cfg`` where each token type is a rule over its lexemes
+    as Lark's basic lexer yields them (:mod:`.lark_lexer`), ``nl`` (the Indenter's newline) left
+    a terminal whose variants are returned."""
+    forms = {n: [(node, None)] for n, node in cfg.terminals.items()}
+    for n, (variants, _) in contextual.items():
+        forms[n] = [(lex, embedded(rest) if rest is not None else None) for lex, rest in variants]
+        cfg.terminals[n] = variants[0][0]  # (a placeholder: the rule below replaces it)
+    order, reclassify = scan_order(terminal_defs)
+    variants, ignored = basic_lexer_variants(order, reclassify, forms, cfg.ignore)
+    used = {s for alts in cfg.rules.values() for rhs in alts for s in rhs if s in cfg.terminals}
+    rules, terminals, rests = dict(cfg.rules), {}, {}
+    for t in sorted(used):
+        if t == nl:
+            terminals[t] = cfg.terminals[t]
+            continue
+        rules[t] = []
+        for i, (lex, rest) in enumerate(variants.get(t, ())):
+            v = f"{t}@{i}"
+            terminals[v] = embedded(lex)
+            if rest is not None:
+                rests[v] = rest
+            rules[t].append((v,))
+    ignore = [n for n in cfg.ignore if n in ignored]
+    terminals.update({n: embedded(ignored[n]) for n in ignore})
+    return CFG(cfg.start, rules, terminals, ignore, cfg.positions), rests, variants.get(nl, [])
 
 
 def _with_lookaheads(cfg: CFG, contextual: dict, rests=None) -> CFG:
