@@ -276,3 +276,44 @@ def test_errors():
 def test_python_indenter_preset_matches_lark():
     ours = sg.python_indenter()
     assert sg.Indenter.of(PythonIndenter()).key() == ours.key()
+
+
+def test_walks_on_llama3_parse(mini, vocab):
+    """Random walks under the mask on a real vocabulary (tokens that hold newlines with
+    indentation, several words, brackets and colons); preferring tokens of a small Python-like
+    alphabet, so that the walks build blocks rather than one long comment."""
+    parser, _ = mini
+    v = vocab("llama3")
+    g = sg.Grammar.from_lark(MINI, postlex=sg.Indenter.of(MiniIndenter(), max_column=16))
+    cg = sg.compile(g, v)
+    pieces = {"if", " if", "else", " else", ":", ":\n", "(", ")", "[", "]", ",", " ", "\n", "\n ", "\n  ",
+              "\n   ", "\n    ", "\n\n", "  ", "    ", "\t", " a", " b", "a", "b", "x", " x", "#", " #", "((", "))", "),"}
+    preferred = {i for i in range(v.size) if v.token_bytes(i) is not None
+                 and v.token_bytes(i).decode("utf-8", "replace") in pieces}
+    assert len(preferred) > 20
+    rng = random.Random(11)
+    bm = sg.allocate_bitmask(1, v.logits_width)
+    eos = set(v.eos_ids)
+    finished = 0
+    for _ in range(40):
+        m, out = cg.matcher(), b""
+        for step in range(80):
+            m.fill_bitmask(bm, 0)
+            allowed = [int(t) for t in sg.bitmask_to_ids(bm[0])]
+            assert allowed
+            if step > 20 and m.is_accepting() and rng.random() < 0.2:
+                break
+            good = [t for t in allowed if t in preferred]
+            t = rng.choice(good if good and rng.random() < 0.95 else [t for t in allowed if t not in eos] or allowed)
+            if t in eos:
+                break
+            assert m.advance(t)
+            out += v.token_bytes(t)
+        else:
+            continue
+        if not m.is_accepting():
+            continue
+        text = out.decode()
+        assert _lark_ok(parser, text) in (True, None), repr(text)
+        finished += 1
+    assert finished > 10

@@ -25,6 +25,7 @@ lark = pytest.importorskip("lark")
 
 import structgen as sg  # noqa: E402
 from structgen.vocab.vocabulary import Vocabulary  # noqa: E402
+from tests.helpers import lark_accepts  # noqa: E402
 
 N = 5  # every string up to N bytes
 
@@ -59,14 +60,6 @@ def _random_grammar(rng: random.Random):
     return text, alphabet
 
 
-def _lark_accepts(parser, s: str) -> bool:
-    try:
-        parser.parse(s)
-        return True
-    except lark.exceptions.LarkError:
-        return False
-
-
 def _check(text: str, alphabet: str):
     vocab = _vocab(alphabet)
     eos = len(alphabet)
@@ -74,7 +67,7 @@ def _check(text: str, alphabet: str):
     complete = lark.Lark(text, parser="earley", lexer="dynamic_complete")
     dynamic = lark.Lark(text, parser="earley", lexer="dynamic")
     strings = ["".join(p) for n in range(N + 1) for p in itertools.product(alphabet, repeat=n)]
-    lark_ok = {s: _lark_accepts(complete, s) for s in strings}
+    lark_ok = {s: lark_accepts(complete, s) for s in strings}
     lark_live = set()
     for s, ok in lark_ok.items():
         if ok:
@@ -112,9 +105,9 @@ def _check(text: str, alphabet: str):
             continue
         w = _shortest_completion(cg, ids, alphabet, p)
         assert w is not None, (text, p)
-        assert _lark_accepts(complete, p + w), f"{text!r}: structgen keeps {p!r} live, Lark rejects {p + w!r}"
+        assert lark_accepts(complete, p + w), f"{text!r}: structgen keeps {p!r} live, Lark rejects {p + w!r}"
     for s in strings:
-        if _lark_accepts(dynamic, s):
+        if lark_accepts(dynamic, s):
             assert lark_ok[s], (text, s)
 
 
@@ -149,7 +142,7 @@ def test_ignored_comment_runs_to_the_line_end(text):
         for s in [f"a {com}x:b", f"a {com}x\n:b", "a:b", f"a: b {com}c", f"a:{com}\nb"]:
             m = cg.matcher()
             got = m.advance_bytes(s.encode()) and m.is_accepting()
-            assert got == _lark_accepts(p, s), (mode, s)
+            assert got == lark_accepts(p, s), (mode, s)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -260,7 +253,7 @@ def test_lark_grammar_of_lark_loads_and_its_samples_parse():
     outcomes = set()
     for s in ["?a: b\n", "a: b?\n", "a: b ?c\n", "a: b?c\n", 'A: "x"?y\n', 'A: "x"?Y\n', "a: b??\n", "a: ?\n"]:
         m = cg.matcher()
-        ok = _lark_accepts(parser, s)
+        ok = lark_accepts(parser, s)
         outcomes.add(ok)
         assert (m.advance_bytes(s.encode()) and m.is_accepting()) == ok, s
     assert outcomes == {True, False}
@@ -282,7 +275,7 @@ def test_lark_grammar_of_lark_loads_and_its_samples_parse():
         if m.is_accepting():
             finished += 1
             s = b"".join(vocab.token_bytes(t) for t in out).decode()
-            assert _lark_accepts(parser, s), s
+            assert lark_accepts(parser, s), s
     assert finished >= 10
 
 
@@ -327,7 +320,7 @@ def test_verilog_grammar_compiles_and_agrees_with_lark():
     vocab = Vocabulary.from_bytes([bytes([i]) for i in range(32, 127)] + [b"\n", None], eos_ids=[96])
     cg = sg.compile(sg.Grammar.from_lark(text), vocab)
     for s, valid in VERILOG_MODULES:
-        assert _lark_accepts(parser, s) == valid, s
+        assert lark_accepts(parser, s) == valid, s
         m = cg.matcher()
         assert (m.advance_bytes(s.encode()) and m.is_accepting()) == valid, s
     llama = load_vocab("llama3")
@@ -354,7 +347,7 @@ def test_verilog_grammar_compiles_and_agrees_with_lark():
             probe = m.fork()
             if probe.advance_bytes(tail) and probe.is_accepting():
                 s = "module m (a, b);\n" + b"".join(vocab.token_bytes(t) for t in out).decode() + tail.decode()
-                assert _lark_accepts(parser, s), s
+                assert lark_accepts(parser, s), s
                 closed += 1
                 break
     assert closed >= 5
