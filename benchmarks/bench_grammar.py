@@ -183,16 +183,32 @@ CORPUS = {
     "lark-lark": ("lark_lark.lark", "lark", "start"),
     "lark-python": ("lark_python.lark", "lark", "file_input"),
     "lark-verilog": ("lark_verilog.lark", "lark", "start"),
+    # Lark's Indenter compiled in (peers: no indentation post-lexer)
+    "lark-indented-tree": ("lark_indented_tree.lark", "lark", "start", {"postlex": {"nl_type": "_NL"}}),
+    "mini-python-basic": ("mini_python.lark", "lark", "start",
+                          {"postlex": {"nl_type": "_NEWLINE", "open_paren_types": ("LPAR", "LSQB"),
+                                       "close_paren_types": ("RPAR", "RSQB")}, "lexer": "basic"}),
 }
 
 
+def lark_options(opts):
+    """``Grammar.from_lark`` keywords of a corpus entry's options."""
+    import structgen as sg
+
+    opts = dict(opts or {})
+    if "postlex" in opts:
+        opts["postlex"] = sg.Indenter(**opts["postlex"])
+    return opts
+
+
 def corpus_text(name):
-    src, syntax, start = CORPUS[name]
+    """``(text, syntax, start, options)`` of a corpus entry."""
+    src, syntax, start, *opts = CORPUS[name]
     path = os.path.join(GRAMMARS, src)
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
             src = f.read()
-    return src, syntax, start
+    return src, syntax, start, (opts[0] if opts else None)
 
 
 def stats(xs):
@@ -203,12 +219,13 @@ def stats(xs):
             "n": int(a.shape[0])}
 
 
-def walk_structgen(text, syntax, start, vocab, walks, tokens, seed):
+def walk_structgen(text, syntax, start, vocab, walks, tokens, seed, opts=None):
     """Compile, then sample ``walks`` random-logit walks; returns (record, token sequences)."""
     import structgen as sg
 
     t0 = time.perf_counter()
-    g = sg.Grammar.from_gbnf(text, start=start) if syntax == "gbnf" else sg.Grammar.from_lark(text, start=start)
+    g = (sg.Grammar.from_gbnf(text, start=start) if syntax == "gbnf"
+         else sg.Grammar.from_lark(text, start=start, **lark_options(opts)))
     cg = sg.compile(g, vocab, cache=False)
     compile_s = time.perf_counter() - t0
     rng = np.random.default_rng(seed)
@@ -333,10 +350,10 @@ def run_corpus(args, vocab, tok):
     out = {"tokenizer": args.tokenizer, "walks": args.walks, "tokens": args.tokens, "seed": args.seed, "grammars": {}}
     print(f"\n{'grammar':<17} {'engine':<11} {'compile':>11} {'p50 us':>8} {'p99 us':>9} {'max us':>9}")
     for name in names:
-        text, syntax, start = corpus_text(name)
+        text, syntax, start, opts = corpus_text(name)
         res = {}
         try:
-            rec, seqs = walk_structgen(text, syntax, start, vocab, args.walks, args.tokens, args.seed)
+            rec, seqs = walk_structgen(text, syntax, start, vocab, args.walks, args.tokens, args.seed, opts)
         except Exception as e:  # refused: report it, go on
             rec, seqs = {"refused": f"{type(e).__name__}: {str(e)[:200]}"}, None
         res["structgen"] = rec
@@ -355,7 +372,7 @@ def run_corpus(args, vocab, tok):
             print(f"{name:<17} {label:<11} {line}" + (f"  ({rec['refused'][:90]})" if "refused" in rec else ""))
         sys.stdout.flush()
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    path = os.path.join(HERE, "results", "bench_grammar.json")
+    path = args.out or os.path.join(HERE, "results", "bench_grammar.json")
     with open(path, "w") as f:
         json.dump(out, f, indent=1)
     print(f"\nwrote {path}")
@@ -367,6 +384,7 @@ def main():
     ap.add_argument("--grammars", default=None, help="shipped grammars with fixed sentences (json,sql,c_subset)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--corpus", default="all", help="comma-separated names of CORPUS, or all")
+    ap.add_argument("--out", default=None, help="results file (default: benchmarks/results/bench_grammar.json)")
     ap.add_argument("--walks", type=int, default=4)
     ap.add_argument("--tokens", type=int, default=96)
     ap.add_argument("--seed", type=int, default=0)
