@@ -192,7 +192,7 @@ class Grammar(TagsMixin, GrammarAlgebra):
         :mod:`structgen.frontends.regex`) for the ``/.../`` terminals.  ``postlex``: an indenter, as
         ``lark.Lark``'s -- an instance of a ``lark.indenter.Indenter`` subclass (``PythonIndenter``)
         or a :class:`structgen.Indenter` (which also sets the deepest column accepted,
-        ``max_column``, 64 by default); its ``%declare``d indent and dedent terminals are compiled
+        ``max_column``, 40 by default); its ``%declare``d indent and dedent terminals are compiled
         into the grammar (:mod:`structgen.cfg.indent`).  ``lexer``: ``"dynamic"`` (default: every
         lexing, Lark's Earley ``dynamic_complete``) or ``"basic"`` (Lark's basic lexer, what its
         ``lalr`` parser uses: the first terminal in Lark's order with its longest match, keywords

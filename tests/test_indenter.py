@@ -345,3 +345,22 @@ def test_lark_indented_tree_example():
             seen += ok
             assert _accepts(cg, s) == ok, repr(s)
     assert seen > 100
+
+
+def test_python_lark_accepts_real_files(vocab):
+    """lark's python.lark (file_input) with Lark's PythonIndenter: files of lark's own source are
+    accepted byte by byte on llama3; a bad dedent and an unclosed block are not."""
+    import os
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "benchmarks" / "grammars" / "lark_python.lark").read_text()
+    cg = sg.compile(sg.Grammar.from_lark(text, start="file_input", postlex=PythonIndenter()), vocab("llama3"))
+    parser = lark.Lark(text, parser="lalr", postlex=PythonIndenter(), start="file_input")
+    here = os.path.dirname(lark.__file__)
+    for name in ("indenter.py", "grammar.py", "parsers/lalr_parser_state.py"):
+        src = Path(here, name).read_text()
+        assert _lark_ok(parser, src)
+        assert _accepts(cg, src), name
+    for bad in ("if x:\n        a\n    b\n", "def f(x):\n", "x = (1,\n"):
+        assert not _lark_ok(parser, bad)
+        assert not _accepts(cg, bad), bad

@@ -32,7 +32,7 @@ from .terminals import build
 __all__ = ["resolve_follow", "DEFAULT_MAX_FOLLOW_RULES"]
 
 #: the most rules :func:`resolve_follow` writes before raising LimitExceeded
-DEFAULT_MAX_FOLLOW_RULES = 200_000
+DEFAULT_MAX_FOLLOW_RULES = 500_000
 
 
 def universal_states(d: ByteDFA) -> np.ndarray:

@@ -45,7 +45,7 @@ from .terminals import build
 __all__ = ["Indenter", "python_indenter", "apply_indenter", "DEFAULT_MAX_COLUMN"]
 
 #: the deepest indentation (in columns, a tab counting ``tab_len``) the compiled grammar accepts
-DEFAULT_MAX_COLUMN = 64
+DEFAULT_MAX_COLUMN = 40
 #: the most alternatives one rule's columns may expand to before LimitExceeded
 MAX_EXPANSION = 50_000
 
@@ -225,7 +225,7 @@ def apply_indenter(cfg: CFG, ind: Indenter, max_states: int = 100_000, nl_varian
             return None
         name = paren[x] = fresh(f"{x}$p")
         paren[name] = name
-        if x in terminals:
+        if x not in rules:  # a terminal (or one the caller turns into a rule of lexeme variants later)
             rules[name] = [(x,), (newline_run(), x)]
         else:
             alts = []
