@@ -181,7 +181,9 @@ CORPUS = {
     "lark-csv": ("lark_csv.lark", "lark", "start"),
     "lark-json": ("lark_json.lark", "lark", "start"),
     "lark-lark": ("lark_lark.lark", "lark", "start"),
-    "lark-python": ("lark_python.lark", "lark", "file_input"),
+    "lark-python": ("lark_python.lark", "lark", "file_input",
+                    {"postlex": {"nl_type": "_NEWLINE", "open_paren_types": ("LPAR", "LSQB", "LBRACE"),
+                                 "close_paren_types": ("RPAR", "RSQB", "RBRACE")}}),
     "lark-verilog": ("lark_verilog.lark", "lark", "start"),
     # Lark's Indenter compiled in (peers: no indentation post-lexer)
     "lark-indented-tree": ("lark_indented_tree.lark", "lark", "start", {"postlex": {"nl_type": "_NL"}}),
