@@ -364,3 +364,14 @@ def test_python_lark_accepts_real_files(vocab):
     for bad in ("if x:\n        a\n    b\n", "def f(x):\n", "x = (1,\n"):
         assert not _lark_ok(parser, bad)
         assert not _accepts(cg, bad), bad
+
+
+def test_max_follow_rules_can_be_raised_and_lowered():
+    """The conditions' rule limit named by LimitExceeded is an option of from_lark."""
+    ind = sg.Indenter.of(TreeIndenter(), max_column=12)
+    with pytest.raises(sg.LimitExceeded, match="max_follow_rules"):
+        sg.Grammar.from_lark(TREE, postlex=ind, max_follow_rules=10)
+    g = sg.Grammar.from_lark(TREE, postlex=ind, max_follow_rules=10_000_000)
+    assert _accepts(sg.compile(g, _vocab("a \n\t")), "a\n  a\n")
+    with pytest.raises(sg.OptionError, match="max_follow_rules"):
+        sg.Grammar.from_lark(TREE, postlex=ind, max_follow_rules=0)

@@ -203,7 +203,8 @@ REGEX_SYNTAXES = ("python", "rust")
 
 
 def lark_to_cfg(text: str, start: str = "start", import_paths=None, source_path=None,
-                regex_syntax: str = "python", indenter=None, lexer: str = "dynamic") -> CFG:
+                regex_syntax: str = "python", indenter=None, lexer: str = "dynamic",
+                max_follow_rules: int | None = None) -> CFG:
     """Translate a Lark grammar (its ``start`` rule) into a :class:`CFG`.
 
     ``regex_syntax``: how ``/.../`` terminals are read -- ``"python"`` (Lark's own: Python's
@@ -225,7 +226,9 @@ def lark_to_cfg(text: str, start: str = "start", import_paths=None, source_path=
     ``%declare``d indent and dedent terminals are compiled into the grammar
     (:func:`~structgen.cfg.indent.apply_indenter`).  ``lexer``: ``"dynamic"`` (every lexing, as
     Lark's Earley ``dynamic_complete``) or ``"basic"`` (Lark's basic lexer: first terminal in Lark's
-    order, longest match, keywords reclassified; :mod:`structgen.frontends.lark_lexer`)."""
+    order, longest match, keywords reclassified; :mod:`structgen.frontends.lark_lexer`).
+    ``max_follow_rules``: the most rules the lookahead conditions may write
+    (:func:`structgen.cfg.follow.resolve_follow`; None: its default)."""
     if lexer not in ("dynamic", "basic"):
         raise OptionError(f"lexer must be 'dynamic' or 'basic', not {lexer!r}")
     if regex_syntax not in REGEX_SYNTAXES:
@@ -237,8 +240,8 @@ def lark_to_cfg(text: str, start: str = "start", import_paths=None, source_path=
             import_paths = [import_paths]
         paths = [str(p) for p in (import_paths or ())]
         return _lark_to_cfg(text, start, paths, str(source_path) if source_path else None, regex_syntax, indenter,
-                            lexer)
-    ikey = (indenter.key() if indenter is not None else None, lexer)
+                            lexer, max_follow_rules)
+    ikey = (indenter.key() if indenter is not None else None, lexer, max_follow_rules)
     key = (text, start, regex_syntax, ikey)
     hit = _CACHE.get(key)
     if hit is not None:
@@ -248,7 +251,8 @@ def lark_to_cfg(text: str, start: str = "start", import_paths=None, source_path=
     dkey = "\0".join((lark.__version__, start, regex_syntax, repr(ikey), text)).encode("utf-8", "surrogatepass")
     cfg = diskcache.load("lark", dkey)
     if not isinstance(cfg, CFG):
-        cfg = _lark_to_cfg(text, start, regex_syntax=regex_syntax, indenter=indenter, lexer=lexer)
+        cfg = _lark_to_cfg(text, start, regex_syntax=regex_syntax, indenter=indenter, lexer=lexer,
+                           max_follow_rules=max_follow_rules)
         diskcache.store("lark", dkey, cfg)
     _CACHE.put(key, cfg)
     return CFG(cfg.start, dict(cfg.rules), dict(cfg.terminals), list(cfg.ignore), dict(cfg.positions))
@@ -288,7 +292,7 @@ def rust_code_point_escapes(text: str) -> str:
 
 
 def _lark_to_cfg(text: str, start: str, import_paths=(), source_path=None, regex_syntax: str = "python",
-                 indenter=None, lexer: str = "dynamic") -> CFG:
+                 indenter=None, lexer: str = "dynamic", max_follow_rules: int | None = None) -> CFG:
     from lark.exceptions import LarkError
     from lark.load_grammar import load_grammar
 
@@ -390,7 +394,7 @@ def _lark_to_cfg(text: str, start: str, import_paths=(), source_path=None, regex
             raise Unsupported("a lookahead in the Indenter's newline terminal", contextual[indenter.nl_type][1])
         cfg, more = apply_indenter(cfg, indenter, nl_variants=nl_variants)
         rests.update(more)
-    return _with_lookaheads(cfg, contextual, rests) if contextual or rests else cfg
+    return _with_lookaheads(cfg, contextual, rests, max_follow_rules) if contextual or rests else cfg
 
 
 def _basic_lexing(cfg: CFG, terminal_defs, contextual: dict, nl):
@@ -421,7 +425,7 @@ def _basic_lexing(cfg: CFG, terminal_defs, contextual: dict, nl):
     return CFG(cfg.start, rules, terminals, ignore, cfg.positions), rests, variants.get(nl, [])
 
 
-def _with_lookaheads(cfg: CFG, contextual: dict, rests=None) -> CFG:
+def _with_lookaheads(cfg: CFG, contextual: dict, rests=None, max_follow_rules=None) -> CFG:
     """``cfg`` with the terminals whose lookaheads see past the lexeme put in: each becomes a
     rule over its variants (:func:`regex_to_variants`), the ignored terminals are folded into the
     others (what follows a lexeme includes ignored text) and the conditions are resolved
@@ -439,7 +443,9 @@ def _with_lookaheads(cfg: CFG, contextual: dict, rests=None) -> CFG:
                 rests[v] = rest
             alts.append((v,))
         cfg.rules[name] = alts
-    return resolve_follow(fold_ignores(cfg), rests)
+    if max_follow_rules is None:
+        return resolve_follow(fold_ignores(cfg), rests)
+    return resolve_follow(fold_ignores(cfg), rests, max_rules=max_follow_rules)
 
 
 # -- a faster reader of Lark's grammar syntax ----------------------------------------------------
