@@ -338,8 +338,8 @@ def expand_mask(front, nfront, n_sets, items, set_off,
     parser is asked about any boundary (queue ``ptask``), so a boundary list
     whose tokens are already all allowed is skipped without a prediction.
 
-    Per-mask scratch of the matcher: ``estamp`` / ``bstamp`` (entry OR-ed / list
-    known covered), ``work`` (triples), ``ptask`` (boundaries to predict after),
+    Per-mask scratch of the matcher: ``estamp`` / ``bstamp`` (entry OR-ed / how much of a
+    list is known covered, see :func:`_covered`), ``work`` (triples), ``ptask`` (boundaries to predict after),
     ``vkeys/vstamp`` (triples seen), ``pkeys/pstamp/pval`` ((terminal, set) ->
     (temp set, offset, count) in ``predbuf``); the stamp tables are live where
     their stamp equals ``stampbox[1]``.
@@ -518,17 +518,25 @@ def expand_mask(front, nfront, n_sets, items, set_off,
 
 @njit(cache=True, nogil=True)
 def _covered(bl, bl_uoff, bl_un, bidx, bval, words, bstamp, cur):
-    """1 when every token below boundary list ``bl`` is already in ``words`` (remembered
-    in ``bstamp`` for the rest of the mask: words only grow), 0 if not, -1 when
-    ``bstamp`` is too small."""
+    """1 when every token below boundary list ``bl`` is already in ``words``, 0 if not, -1 when
+    ``bstamp`` is too small.
+
+    ``bstamp[bl]`` is (stamp, words checked): where the stamp is ``cur`` (this mask), the first
+    ``bstamp[bl, 1]`` words of the list were found allowed, and stay so (``words`` only grow), so a
+    list asked again resumes there -- a list asked once per boundary (hundreds of times in a mask)
+    costs its length once, not per question."""
     if bl >= bstamp.shape[0]:
         return -1
-    if bstamp[bl] == cur:
-        return 1
-    for k in range(bl_uoff[bl], bl_uoff[bl] + bl_un[bl]):
-        if (words[bidx[k]] & bval[k]) != bval[k]:
+    o = bl_uoff[bl]
+    n = bl_un[bl]
+    k = bstamp[bl, 1] if bstamp[bl, 0] == cur else 0
+    bstamp[bl, 0] = cur
+    while k < n:
+        if (words[bidx[o + k]] & bval[o + k]) != bval[o + k]:
+            bstamp[bl, 1] = k
             return 0
-    bstamp[bl] = cur
+        k += 1
+    bstamp[bl, 1] = n
     return 1
 
 

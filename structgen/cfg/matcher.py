@@ -62,7 +62,7 @@ class CFGMatcher(Matcher, ByteStateView):
         self._fbuf = np.empty((2, self._fcap, 2), np.int32)
         # per-mask scratch of expand_mask (stamped tables: cleared by bumping _stamp[1])
         self._estamp = np.zeros(256, np.int64)
-        self._bstamp = np.zeros(256, np.int64)
+        self._bstamp = np.zeros((256, 2), np.int64)
         self._work = np.empty((1024, 3), np.int32)
         self._ptask = np.empty((1024, 3), np.int32)
         self._vkeys, self._vstamp = _stamped(2048)
@@ -347,7 +347,7 @@ class CFGMatcher(Matcher, ByteStateView):
             if self._estamp.shape[0] < snap.ent_bl2.shape[0]:
                 self._estamp = np.zeros(snap.ent_bl2.shape[0], np.int64)
             if self._bstamp.shape[0] < snap.bl_off.shape[0]:
-                self._bstamp = np.zeros(snap.bl_off.shape[0], np.int64)
+                self._bstamp = np.zeros((snap.bl_off.shape[0], 2), np.int64)
             front = self._front
             # records in the order mask.KERNEL_ORDERS["expand_mask"] names (checked at import)
             st = mk.expand_mask(front, front.shape[0], self._n_sets, self._items, self._set_off, *e.grammar_arrays,
