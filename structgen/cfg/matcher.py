@@ -29,8 +29,8 @@ import numpy as np
 from ..errors import LimitExceeded
 from ..kernels.bitmask import set_bits
 from ..runtime import history as hist
-from ..runtime.batch import row_words, write_row
-from ..runtime.checks import check_bitmask_row, check_token
+from ..runtime.batch import host_row, write_row
+from ..runtime.checks import check_token
 from ..runtime.protocol import ByteStateView, Matcher, Snapshot
 from . import earley
 from . import mask as mk
@@ -73,6 +73,8 @@ class CFGMatcher(Matcher, ByteStateView):
         self._memo_off = False           # disarmed: its keys were seldom found
         self._memo_looks = self._memo_hits = 0
         self._keybuf = None
+        self._args = None                # see _read_args
+        self._root = (None, None, None)  # (frontier, snapshot, its root bits)
         if _empty:
             return
         self.reset()
@@ -94,6 +96,7 @@ class CFGMatcher(Matcher, ByteStateView):
             if nf >= 0:
                 break
             self._items = np.empty((self._items.shape[0] * 4, 2), np.int32)
+            self._args = None
             front = np.empty((front.shape[0] * 4, 2), np.int32)
         self._set_point(hist.root((1, front[:nf].copy(), bool(acc), False)))
 
@@ -110,6 +113,7 @@ class CFGMatcher(Matcher, ByteStateView):
         self._set_point(self._node.child((n_sets, front, acc, terminated), data))
 
     def _grow(self):
+        self._args = None
         n_items = int(self._set_off[self._n_sets])
         items = np.empty((max(self._items.shape[0] * 2, n_items * 2), 2), np.int32)
         items[:n_items] = self._items[:n_items]
@@ -247,6 +251,34 @@ class CFGMatcher(Matcher, ByteStateView):
         st, _, front, _ = self._step(np.frombuffer(bytes(data), np.uint8))
         return np.unique(front[:, 0]).astype(np.int64) if st == 1 else None
 
+    def byte_states_after_each(self, probes) -> list:
+        if self._terminated:
+            return [None] * len(probes)
+        probes = [bytes(p) for p in probes]
+        n = len(probes)
+        if n == 0:
+            return []
+        doff = np.zeros(n + 1, np.int64)
+        np.cumsum([len(p) for p in probes], out=doff[1:])
+        data = np.frombuffer(b"".join(probes), np.uint8) if doff[n] else np.zeros(1, np.uint8)
+        ok = np.zeros(n, np.uint8)
+        out_off = np.zeros(n + 1, np.int64)
+        out = np.empty(max(64, 16 * n), np.int64)
+        for _ in range(64):
+            if self._front.shape[0] > self._fcap:
+                self._grow()
+                continue
+            st = earley.step_each(data, doff, self._items, self._set_off, self._n_sets, self._front,
+                                  self._front.shape[0], self._fbuf, self._comp, *self.engine.grammar_arrays,
+                                  self._mark, self._stamp, ok, out, out_off)
+            if st == 1:
+                return [out[out_off[i]:out_off[i + 1]] if ok[i] else None for i in range(n)]
+            if st == -2:
+                out = np.empty(out.shape[0] * 4, np.int64)
+            else:
+                self._grow()
+        raise LimitExceeded("the parse chart keeps overflowing", "chart buffers", self._items.shape[0])
+
     def is_accepting(self) -> bool:
         return self._acc and not self._terminated
 
@@ -319,13 +351,28 @@ class CFGMatcher(Matcher, ByteStateView):
         of the cache that computes and appends the missing parts, then published."""
         cache = e.cache
         snap = cache.snap
-        root = cache.root_bits(snap, self._front[:, 0])
-        if root is None:
+        front = self._front
+        root = self._root
+        if root[0] is not front or root[1] is not snap:  # the frontier's root bits, once per point
+            root = self._root = (front, snap, cache.root_bits(snap, front[:, 0]))
+        bits = root[2]
+        if bits is None:
             words[:] = 0
         else:
-            words[:] = root
-        if self._run(e, snap, words, False, root is not None) == mk.OK:
+            words[:] = bits
+        args = self._args
+        if args is None or args[0] is not snap:
+            args = self._read_args(e, snap)
+        # records in the order mask.KERNEL_ORDERS["expand_mask"] names (checked at import)
+        st = mk.expand_mask(front, front.shape[0], self._n_sets, *args[1], False, bits is not None, *args[2], words,
+                            *args[3])
+        if st == mk.OK:
             return
+        if st != mk.MISS:   # a buffer of this matcher must grow: the general path
+            words[:] = 0
+            st = self._run(e, snap, words, False, False)
+            if st == mk.OK:
+                return
         with cache.lock:
             snap = cache.begin_fill()
             for _ in range(200):
@@ -340,14 +387,35 @@ class CFGMatcher(Matcher, ByteStateView):
                     cache.scr_nodes = np.empty(cache.scr_nodes.shape[0] * 4, np.int32)
         raise LimitExceeded("the grammar's mask cache keeps overflowing", "mask cache entries", cache.n_entries)
 
+    def _read_args(self, e, snap):
+        """``(snap, head, scratch, tail)``: the kernel arguments of a read-only mask over ``snap``
+        around the per-mask ones, built once per snapshot and per set of this matcher's buffers
+        (rebuilding five records per mask costs as much as the kernel's own work on a small
+        grammar); ``_args`` is dropped whenever a buffer is replaced."""
+        self._fit_stamps(snap)
+        cache = e.cache
+        self._args = (snap,
+                      (self._items, self._set_off, *e.grammar_arrays, self._mark, self._stamp, *e.trie_arrays,
+                       *snap.arrays(), e.tables.follow),
+                      (*cache.scratch(), *e.lexer_aids),
+                      (self._estamp, self._bstamp, self._work, self._ptask, self._vkeys, self._vstamp, self._pkeys,
+                       self._pstamp, self._pval, self._predbuf))
+        return self._args
+
+    def _fit_stamps(self, snap) -> None:
+        """Entry and list stamps as long as ``snap``'s pools."""
+        if self._estamp.shape[0] < snap.ent_bl2.shape[0]:
+            self._estamp = np.zeros(snap.ent_bl2.shape[0], np.int64)
+            self._args = None
+        if self._bstamp.shape[0] < snap.bl_off.shape[0]:
+            self._bstamp = np.zeros((snap.bl_off.shape[0], 2), np.int64)
+            self._args = None
+
     def _run(self, e, snap, words, fill: bool, root_done: bool) -> int:
         """One call of the mask kernel, growing this matcher's buffers as needed."""
         cache = e.cache
         for _ in range(64):
-            if self._estamp.shape[0] < snap.ent_bl2.shape[0]:
-                self._estamp = np.zeros(snap.ent_bl2.shape[0], np.int64)
-            if self._bstamp.shape[0] < snap.bl_off.shape[0]:
-                self._bstamp = np.zeros((snap.bl_off.shape[0], 2), np.int64)
+            self._fit_stamps(snap)
             front = self._front
             # records in the order mask.KERNEL_ORDERS["expand_mask"] names (checked at import)
             st = mk.expand_mask(front, front.shape[0], self._n_sets, self._items, self._set_off, *e.grammar_arrays,
@@ -356,6 +424,7 @@ class CFGMatcher(Matcher, ByteStateView):
                                 words, self._estamp, self._bstamp, self._work, self._ptask, self._vkeys, self._vstamp,
                                 self._pkeys, self._pstamp, self._pval, self._predbuf)
             if st == mk.SCRATCH_FULL:
+                self._args = None
                 self._work = np.empty((self._work.shape[0] * 2, 3), np.int32)
                 self._ptask = np.empty((self._ptask.shape[0] * 2, 3), np.int32)
                 self._vkeys, self._vstamp = _stamped(self._vkeys.shape[0] * 2)
@@ -371,8 +440,7 @@ class CFGMatcher(Matcher, ByteStateView):
                             self._items.shape[0])
 
     def fill_bitmask(self, bitmask, row: int = 0) -> None:
-        row = check_bitmask_row(bitmask, row, self.engine.vocab.logits_width)
-        out = row_words(bitmask, row)
+        row, out = host_row(bitmask, row, self.engine.vocab.logits_width)
         if out is not None:
             self.mask_words(out)  # in place: no row allocated and copied
         else:

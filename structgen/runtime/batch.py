@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from ..errors import OptionError
-from .checks import check_bitmask
+from .checks import check_bitmask, check_bitmask_row
 
 __all__ = ["fill_bitmasks", "write_row", "cpu_view", "set_num_threads", "get_num_threads"]
 
@@ -206,6 +206,32 @@ def row_words(bitmask, row: int):
         return None
     out = view[row]
     return out.view(np.uint32) if out.flags.c_contiguous else None
+
+
+_HOST = (None, 0, None, None, 0, None)  # (bitmask, data pointer, shape, dtype, vocab width, its rows): host_row
+
+
+def host_row(bitmask, row, vocab_size: int):
+    """:func:`~structgen.runtime.checks.check_bitmask_row`, then :func:`row_words`: ``(row,
+    uint32 view of bitmask[row] or None)``.  The last bitmask's row views are kept while it stays
+    the same array with the same shape and storage: a batch's bitmask takes every row each step,
+    and its checks and views cost as much as a cached mask's copy."""
+    global _HOST
+    b, ptr, shape, dtype, width, rows = _HOST
+    if b is bitmask and width == vocab_size and type(row) is int and bitmask.dtype is dtype:
+        if isinstance(bitmask, np.ndarray):  # (its shape, dtype or flags can be set in place)
+            same = bitmask.shape == shape and bitmask.flags.writeable
+        else:
+            same = bitmask.data_ptr() == ptr and bitmask.shape == shape
+        if same and 0 <= row < len(rows):
+            return row, rows[row]
+    row = check_bitmask_row(bitmask, row, vocab_size)
+    view = cpu_view(bitmask) if isinstance(bitmask, torch.Tensor) else bitmask
+    if view is None or not view.flags.c_contiguous or not view.flags.writeable:
+        return row, row_words(bitmask, row)
+    _HOST = (bitmask, bitmask.data_ptr() if isinstance(bitmask, torch.Tensor) else 0, bitmask.shape, bitmask.dtype,
+             vocab_size, list(view.view(np.uint32)))
+    return row, _HOST[5][row]
 
 
 def write_row(bitmask, row: int, words: np.ndarray) -> None:

@@ -35,12 +35,11 @@ trusts the inner matcher for well-formedness: it only ever sees byte strings the
 from __future__ import annotations
 
 import numpy as np
-import torch
 from numba import njit
 
 from . import history as hist
-from .batch import cpu_view, write_row
-from .checks import check_bitmask_row, check_token
+from .batch import host_row, write_row
+from .checks import check_token
 from .json_tracker import DEPTH, DUPLICATE, ESC, HDR, HIGH, KEY_STR, KLEN, MODE, NKEYS, OBJ, OK, OVERFLOW, STRUCT, \
     Tracker, feed
 from .key_liveness import LiveKeys
@@ -353,10 +352,9 @@ class KeyGuardMatcher(Matcher):
         return words
 
     def fill_bitmask(self, bitmask, row: int = 0) -> None:
-        row = check_bitmask_row(bitmask, row, self._vocab.logits_width)
+        row, dst = host_row(bitmask, row, self._vocab.logits_width)
         words, fresh, live = self._source()
         if live:
-            dst = self._row_view(bitmask, row)
             if dst is not None and dst.shape[0] == words.shape[0]:
                 # the guarded mask written straight into the row (no temporary, no torch copy)
                 _clear_into(self._tr, dst, words, self._tab, self._tdata, self._toff)
@@ -369,17 +367,6 @@ class KeyGuardMatcher(Matcher):
             if self._checks_liveness():
                 self._live.prune(self._tr, self._node.depth, words)
         write_row(bitmask, row, words.view(np.int32))
-
-    @staticmethod
-    def _row_view(bitmask, row):
-        """Row ``row`` of an int32 CPU bitmask (numpy array or torch tensor) as a writable
-        uint32 numpy view, or None (another device, dtype or layout: :func:`write_row`)."""
-        if isinstance(bitmask, torch.Tensor):
-            bitmask = cpu_view(bitmask)
-        if not isinstance(bitmask, np.ndarray) or bitmask.dtype != np.int32 or bitmask.ndim != 2 \
-                or not bitmask.flags.writeable:
-            return None
-        return bitmask[row].view(np.uint32)
 
     # ------------------------------------------------------------------ queries
     def is_accepting(self) -> bool:

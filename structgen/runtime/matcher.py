@@ -14,8 +14,8 @@ import numpy as np
 
 from ..kernels.bitmask import set_bits
 from . import history as hist
-from .batch import cpu_view, fill_bitmasks, write_row
-from .checks import check_bitmask_row, check_token, check_tokens
+from .batch import cpu_view, fill_bitmasks, host_row, write_row
+from .checks import check_token, check_tokens
 from .protocol import ByteStateView, Matcher, Snapshot
 from .tokenize import tokenize_exact
 
@@ -107,9 +107,13 @@ class TokenDFAMatcher(Matcher, ByteStateView):
 
     # ------------------------------------------------------------------ masks
     def fill_bitmask(self, bitmask, row: int = 0) -> None:
-        row = check_bitmask_row(bitmask, row, self._tdfa.vocab.logits_width)
+        row, out = host_row(bitmask, row, self._tdfa.vocab.logits_width)
         s = self._node.state
-        write_row(bitmask, row, self._eos_only_row() if s == _TERMINATED else self._tdfa.mask_row(s))
+        src = self._eos_only_row() if s == _TERMINATED else self._tdfa.mask_row(s)
+        if out is not None:
+            out[:] = src.view(np.uint32)
+        else:
+            write_row(bitmask, row, src)
 
     def mask_words(self) -> np.ndarray:
         s = self._node.state
