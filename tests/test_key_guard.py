@@ -86,3 +86,49 @@ def test_fill_bitmask_clears_duplicates(engine, llama3):
     a = [t for t in range(llama3.size) if llama3.token_bytes(t) == b"x"][0]
     assert (words[a >> 5] >> (a & 31)) & 1
     assert np.array_equal(words, m.mask_words())
+
+
+def _key_start_reference(inner, lead):
+    """The key-start search spelled out: every layout in order, one probe each."""
+    layouts = [b'"', b' "', b'\n"', b'\r\n"', b'\t"']
+    layouts += [b"\n" + pad * n + b'"' for n in range(1, 65) for pad in (b" ", b"\t")]
+    for ws in layouts:
+        st = inner.byte_states_after(lead + ws)
+        if st is not None:
+            return st
+    return None
+
+
+@pytest.mark.parametrize("engine", ["dfa", "cfg"])
+@pytest.mark.parametrize("layout", ["flexible", "pretty"])
+def test_batched_probes_equal_single_probes(engine, layout, llama3):
+    """byte_states_after_each answers as byte_states_after one by one (refusals, empty probes,
+    repeats), and key_start_states_each finds the same states as the layout-by-layout search, at
+    every prefix of an instance, for leads that open a key, cannot, or need an indentation."""
+    from structgen.runtime.key_liveness import key_start_states_each
+
+    g = sg.Grammar.from_json_schema(SCHEMA, engine=engine, whitespace="flexible", property_order="any")
+    cg = sg.compile(g, llama3, cache=False)
+    m = cg.matcher()
+    assert isinstance(m, KeyGuardMatcher)
+    inner = m.inner
+    text = json.dumps(INSTANCE, indent=2 if layout == "pretty" else None).encode()
+    probes = [b"", b",", b", ", b'"', b'x"', b"1,", b'",', b"}", b"]", b"\n", b",\n  ", b",\n\t", b"1", b"zz\"", b","]
+    leads = [b",", b"", b"1,", b'x",', b"}", b"]]", b",\n", b"2"]
+    seen_some = False
+    for i in range(len(text) + 1):
+        if i:
+            assert inner.advance_bytes(text[i - 1:i])
+        got = inner.byte_states_after_each(probes)
+        want = [inner.byte_states_after(p) for p in probes]
+        for p, a, b in zip(probes, got, want):
+            assert (a is None) == (b is None), (text[:i], p)
+            if a is not None:
+                assert np.array_equal(np.asarray(a, np.int64), np.asarray(b, np.int64)), (text[:i], p)
+        for lead, a in zip(leads, key_start_states_each(inner, leads)):
+            b = _key_start_reference(inner, lead)
+            assert (a is None) == (b is None), (text[:i], lead)
+            if a is not None:
+                seen_some = True
+                assert np.array_equal(np.asarray(a, np.int64), np.asarray(b, np.int64)), (text[:i], lead)
+    assert seen_some

@@ -417,6 +417,36 @@ def step_bytes(data, items, set_off, n_sets, front, nfront, fbuf, comp,
 
 
 @njit(cache=True, nogil=True)
+def step_each(data, doff, items, set_off, n_sets, front, nfront, fbuf, comp,
+              NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr,
+              trans, gacc, gout, gterm, tstart, mark, stampbox, ok, out, out_off):
+    """:func:`step_bytes` of each probe ``data[doff[i]:doff[i + 1]]`` from the same point (each
+    overwrites the scratch sets past ``n_sets``): ``ok[i]`` 1 when the grammar takes it, and then
+    the distinct lexer states of its final frontier, ascending, in ``out[out_off[i]:out_off[i + 1]]``
+    (empty for a refused probe).  Returns 1, -1 when a chart buffer overflows (grow and call
+    again), -2 when ``out`` is too small."""
+    o = 0
+    out_off[0] = 0
+    for i in range(doff.shape[0] - 1):
+        st, ns, nf, which, acc = step_bytes(data[doff[i]:doff[i + 1]], items, set_off, n_sets, front, nfront, fbuf,
+                                            comp, NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr,
+                                            trans, gacc, gout, gterm, tstart, mark, stampbox)
+        if st < 0:
+            return -1
+        ok[i] = st
+        if st == 1:
+            if o + nf > out.shape[0]:
+                return -2
+            g = np.sort(fbuf[which, :nf, 0])
+            for q in range(nf):
+                if q == 0 or g[q] != g[q - 1]:
+                    out[o] = g[q]
+                    o += 1
+        out_off[i + 1] = o
+    return 1
+
+
+@njit(cache=True, nogil=True)
 def predict_after(t, j, items, set_off, n_sets, fout,
                   NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr, tstart, mark, stampbox):
     """Lexer states that start right after terminal ``t`` completes a lexeme begun at set ``j``.

@@ -509,21 +509,53 @@ def states_after(inner, data: bytes):
 
 
 _LAYOUTS = (b'"', b' "', b'\n"', b'\r\n"', b'\t"')
+_MAX_INDENT = 64
 
 
 def key_start_states(inner, data: bytes):
     """The automaton states after ``data`` (a comma, with what came before it in its token),
     the whitespace the layout asks for and a key's opening quote; None when none is found."""
+    return key_start_states_each(inner, [data])[0]
+
+
+def key_start_states_each(inner, leads) -> list:
+    """:func:`key_start_states` of each lead, the grammar probed for all of them at once
+    (:meth:`~structgen.runtime.protocol.ByteStateView.byte_states_after_each`): per lead the states
+    of the first layout that opens a key -- ``_LAYOUTS``, then a newline and ``n`` spaces or tabs
+    for ``n`` up to ``_MAX_INDENT`` (a pretty-printed object) -- or None.  An indentation is only
+    tried while the grammar takes the newline and the padding before the quote, so a lead after
+    which no key can start costs a few probes, not a hundred."""
+    out: list = [None] * len(leads)
+    todo = list(range(len(leads)))
     for ws in _LAYOUTS:
-        st = states_after(inner, data + ws)
-        if st is not None:
-            return st
-    for n in range(1, 65):  # a pretty-printed layout: a newline and n spaces or tabs
-        for pad in (b"\n" + b" " * n + b'"', b"\n" + b"\t" * n + b'"'):
-            st = states_after(inner, data + pad)
-            if st is not None:
-                return st
-    return None
+        if not todo:
+            return out
+        res = inner.byte_states_after_each([leads[i] + ws for i in todo])
+        for i, st in zip(todo, res):
+            out[i] = st
+        todo = [i for i in todo if out[i] is None]
+    if not todo:
+        return out
+    res = inner.byte_states_after_each([leads[i] + b"\n" for i in todo])
+    pads = [(i, pad) for i, st in zip(todo, res) if st is not None for pad in (b" ", b"\t")]
+    for n in range(1, _MAX_INDENT + 1):
+        if not pads:
+            break
+        probes = []
+        for i, pad in pads:
+            body = leads[i] + b"\n" + pad * n
+            probes += [body, body + b'"']
+        res = inner.byte_states_after_each(probes)
+        alive = []
+        for k, (i, pad) in enumerate(pads):
+            if out[i] is not None:
+                continue   # found with spaces at this n: tabs of the same n come after it
+            if res[2 * k + 1] is not None:
+                out[i] = res[2 * k + 1]
+            elif res[2 * k] is not None:
+                alive.append((i, pad))
+        pads = [(i, pad) for i, pad in alive if out[i] is None]
+    return out
 
 
 class LiveKeys:
@@ -676,8 +708,12 @@ class LiveKeys:
             t = int(ids[i])
             groups.setdefault((data[off[t]:off[t] + int(poff[i])].tobytes(), int(kind[i])), []).append(i)
         trans, bc, acc, memo, bmask, ss, sb = self._automaton()
+        # every lead's states in two batched probes of the grammar (one per kind)
+        keys = list(groups)
+        roots = dict(zip([k for k in keys if k[1]], self.inner.byte_states_after_each([k[0] for k in keys if k[1]])))
+        roots.update(zip([k for k in keys if not k[1]], key_start_states_each(self.inner, [k[0] for k in keys if not k[1]])))
         for (lead, in_key), members in groups.items():
-            root = states_after(self.inner, lead) if in_key else key_start_states(self.inner, lead)
+            root = roots[(lead, in_key)]
             if root is None or root.shape[0] == 0:
                 continue  # no key reachable this way: nothing to judge (the inner mask decides)
             sel = np.asarray(members, np.int64)

@@ -350,3 +350,8 @@ class ByteStateView(ABC):
     def byte_states_after(self, data: bytes):
         """The automaton states after the raw bytes ``data`` (int64), or None when the
         constraint refuses them.  The matcher's point is unchanged."""
+
+    def byte_states_after_each(self, probes) -> list:
+        """:meth:`byte_states_after` of each byte string of ``probes``, in order (a matcher whose
+        probes cost a kernel call each answers them in one)."""
+        return [self.byte_states_after(p) for p in probes]
