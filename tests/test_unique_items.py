@@ -405,3 +405,12 @@ def test_llama3_samples_validate():
     for text in done:
         assert validator.is_valid(json.loads(text)), text
     assert len(done) >= 4
+
+
+def test_low_bit_index_of_every_power_of_two():
+    """The duplicate check's bit index (de Bruijn lookup) for each of the 32 bits."""
+    import numpy as np
+
+    from structgen.runtime.unique_guard import _low_bit
+
+    assert [int(_low_bit(np.uint32(1) << np.uint32(i))) for i in range(32)] == list(range(32))

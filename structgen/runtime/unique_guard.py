@@ -56,6 +56,18 @@ from .value_tracker import (ARR, BELOW, COUNT, DEPTH, EVT, HDR, HIT, ISTART, KEN
 __all__ = ["UniqueItemsMatcher"]
 
 
+# bit index of a power of two by de Bruijn multiplication (one multiply and a lookup, not a shift
+# loop: the duplicate check visits every allowed token, a hundred thousand in a string)
+_DEBRUIJN = np.array([0, 1, 28, 2, 29, 14, 24, 3, 30, 22, 20, 15, 25, 17, 4, 8,
+                      31, 27, 13, 23, 21, 19, 16, 7, 26, 12, 18, 6, 11, 5, 10, 9], np.int64)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _low_bit(low):
+    """The index of the only set bit of the uint32 ``low``."""
+    return _DEBRUIJN[((np.uint64(low) * np.uint64(0x077CB531)) & np.uint64(0xFFFFFFFF)) >> np.uint64(27)]
+
+
 @njit(cache=True, nogil=True)
 def clear_duplicates(words, normal, qcount, in_string, tdata, toff, hdr, frames, ip_h1, ip_h2, ip_lo, ip_hi,
                      ip_prev, hist, shdr, sframes, unsure, echoes):
@@ -85,11 +97,7 @@ def clear_duplicates(words, normal, qcount, in_string, tdata, toff, hdr, frames,
         while x:
             low = x & (~x + np.uint32(1))
             x ^= low
-            t = w * 32
-            v = low
-            while v > np.uint32(1):
-                v >>= np.uint32(1)
-                t += 1
+            t = w * 32 + _low_bit(low)
             if t >= normal.shape[0] or not normal[t]:
                 continue
             if in_string and qcount[t] == 0:
