@@ -73,7 +73,7 @@ class CFGMatcher(Matcher, ByteStateView):
         self._memo_off = False           # disarmed: its keys were seldom found
         self._memo_looks = self._memo_hits = 0
         self._keybuf = None
-        self._args = None                # see _read_args
+        self._args = None                # see _kernel_args
         self._root = (None, None, None)  # (frontier, snapshot, its root bits)
         if _empty:
             return
@@ -360,19 +360,8 @@ class CFGMatcher(Matcher, ByteStateView):
             words[:] = 0
         else:
             words[:] = bits
-        args = self._args
-        if args is None or args[0] is not snap:
-            args = self._read_args(e, snap)
-        # records in the order mask.KERNEL_ORDERS["expand_mask"] names (checked at import)
-        st = mk.expand_mask(front, front.shape[0], self._n_sets, *args[1], False, bits is not None, *args[2], words,
-                            *args[3])
-        if st == mk.OK:
+        if self._run(e, snap, words, False, bits is not None) == mk.OK:
             return
-        if st != mk.MISS:   # a buffer of this matcher must grow: the general path
-            words[:] = 0
-            st = self._run(e, snap, words, False, False)
-            if st == mk.OK:
-                return
         with cache.lock:
             snap = cache.begin_fill()
             for _ in range(200):
@@ -387,20 +376,25 @@ class CFGMatcher(Matcher, ByteStateView):
                     cache.scr_nodes = np.empty(cache.scr_nodes.shape[0] * 4, np.int32)
         raise LimitExceeded("the grammar's mask cache keeps overflowing", "mask cache entries", cache.n_entries)
 
-    def _read_args(self, e, snap):
-        """``(snap, head, scratch, tail)``: the kernel arguments of a read-only mask over ``snap``
-        around the per-mask ones, built once per snapshot and per set of this matcher's buffers
-        (rebuilding five records per mask costs as much as the kernel's own work on a small
-        grammar); ``_args`` is dropped whenever a buffer is replaced."""
-        self._fit_stamps(snap)
+    def _kernel_args(self, e, snap):
+        """``(snap, scratch nodes, head, scratch, tail)``: the mask kernel's arguments around the
+        per-mask ones, over ``snap`` with the cache's fill scratch, built once per snapshot and per set
+        of this matcher's buffers (rebuilding five records per mask costs as much as the kernel's
+        own work on a small grammar); ``_args`` is dropped whenever a buffer is replaced.  Read-only
+        snapshots only: they never change once published."""
+        args = self._args
+        if args is None or args[0] is not snap or args[1] is not e.cache.scr_nodes:
+            args = self._args = self._build_args(e, snap)
+        return args
+
+    def _build_args(self, e, snap):
         cache = e.cache
-        self._args = (snap,
-                      (self._items, self._set_off, *e.grammar_arrays, self._mark, self._stamp, *e.trie_arrays,
-                       *snap.arrays(), e.tables.follow),
-                      (*cache.scratch(), *e.lexer_aids),
-                      (self._estamp, self._bstamp, self._work, self._ptask, self._vkeys, self._vstamp, self._pkeys,
-                       self._pstamp, self._pval, self._predbuf))
-        return self._args
+        return (snap, cache.scr_nodes,
+                (self._items, self._set_off, *e.grammar_arrays, self._mark, self._stamp, *e.trie_arrays,
+                 *snap.arrays(), e.tables.follow),
+                (*cache.scratch(), *e.lexer_aids),
+                (self._estamp, self._bstamp, self._work, self._ptask, self._vkeys, self._vstamp, self._pkeys,
+                 self._pstamp, self._pval, self._predbuf))
 
     def _fit_stamps(self, snap) -> None:
         """Entry and list stamps as long as ``snap``'s pools."""
@@ -413,16 +407,13 @@ class CFGMatcher(Matcher, ByteStateView):
 
     def _run(self, e, snap, words, fill: bool, root_done: bool) -> int:
         """One call of the mask kernel, growing this matcher's buffers as needed."""
-        cache = e.cache
         for _ in range(64):
             self._fit_stamps(snap)
+            # a fill's private snapshot has its pools replaced in place when they grow: fresh records
+            _, _, head, scratch, tail = self._kernel_args(e, snap) if not fill else self._build_args(e, snap)
             front = self._front
             # records in the order mask.KERNEL_ORDERS["expand_mask"] names (checked at import)
-            st = mk.expand_mask(front, front.shape[0], self._n_sets, self._items, self._set_off, *e.grammar_arrays,
-                                self._mark, self._stamp, *e.trie_arrays, *snap.arrays(), e.tables.follow,
-                                fill, root_done, *cache.scratch(), *e.lexer_aids,
-                                words, self._estamp, self._bstamp, self._work, self._ptask, self._vkeys, self._vstamp,
-                                self._pkeys, self._pstamp, self._pval, self._predbuf)
+            st = mk.expand_mask(front, front.shape[0], self._n_sets, *head, fill, root_done, *scratch, words, *tail)
             if st == mk.SCRATCH_FULL:
                 self._args = None
                 self._work = np.empty((self._work.shape[0] * 2, 3), np.int32)

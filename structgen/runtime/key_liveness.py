@@ -502,12 +502,6 @@ def _cycle_memo(trans):
     return hit[1:]
 
 
-def states_after(inner, data: bytes):
-    """The byte states of ``inner`` after the raw bytes ``data`` (its point unchanged), or None
-    when the grammar refuses them (:class:`~structgen.runtime.protocol.ByteStateView`)."""
-    return inner.byte_states_after(data) if data else inner.byte_states()
-
-
 _LAYOUTS = (b'"', b' "', b'\n"', b'\r\n"', b'\t"')
 _MAX_INDENT = 64
 
@@ -708,10 +702,12 @@ class LiveKeys:
             t = int(ids[i])
             groups.setdefault((data[off[t]:off[t] + int(poff[i])].tobytes(), int(kind[i])), []).append(i)
         trans, bc, acc, memo, bmask, ss, sb = self._automaton()
-        # every lead's states in two batched probes of the grammar (one per kind)
-        keys = list(groups)
-        roots = dict(zip([k for k in keys if k[1]], self.inner.byte_states_after_each([k[0] for k in keys if k[1]])))
-        roots.update(zip([k for k in keys if not k[1]], key_start_states_each(self.inner, [k[0] for k in keys if not k[1]])))
+        # every lead's states from batched probes of the grammar: inside a key the states right
+        # after the lead, else those where the next key opens
+        in_key = [k for k in groups if k[1]]
+        opens = [k for k in groups if not k[1]]
+        roots = dict(zip(in_key, self.inner.byte_states_after_each([lead for lead, _ in in_key])))
+        roots.update(zip(opens, key_start_states_each(self.inner, [lead for lead, _ in opens])))
         for (lead, in_key), members in groups.items():
             root = roots[(lead, in_key)]
             if root is None or root.shape[0] == 0:
