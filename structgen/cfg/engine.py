@@ -32,6 +32,7 @@ from ..automaton.build import limit_scope, warm_up as build_warm_up
 from ..automaton.dfa import ByteDFA
 from ..errors import GrammarError, LimitExceeded, StructgenError
 from ..index.slices import NO_SLICING, Slicing, char_runs
+from ..kernels.packed import Packed
 from ..vocab.vocabulary import Vocabulary
 from . import diskcache
 from . import mask as mk
@@ -584,6 +585,10 @@ class CompiledCFG:
         self._eos_set = set(self.eos.tolist())
         self.cache = MaskCache(trie, (int(vocab.logits_width) + 31) // 32, max_cache_bytes)
         self.lexer_aids = mk.LexerAids(*self.free_lexer(), *self.runs())  # built once: the same arrays every mask
+        # the same arrays as one table (:data:`structgen.cfg.mask.PACKED_GRAMMAR`), for the packed mask kernel
+        named = {**self.grammar_arrays._asdict(), **self.trie_arrays._asdict(), "follow": self.tables.follow,
+                 **self.lexer_aids._asdict()}
+        self.packed_grammar = Packed(tuple(named[k] for k in mk.PACKED_GRAMMAR))
         self.prefill_thread = None
         if prefill_seconds > 0:
             # the first part before returning, so that the first masks do not wait on the

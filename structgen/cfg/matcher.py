@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import LimitExceeded
 from ..kernels.bitmask import set_bits
+from ..kernels.packed import Packed
 from ..runtime import history as hist
 from ..runtime.batch import host_row, write_row
 from ..runtime.checks import check_token
@@ -74,6 +75,7 @@ class CFGMatcher(Matcher, ByteStateView):
         self._memo_looks = self._memo_hits = 0
         self._keybuf = None
         self._args = None                # see _kernel_args
+        self._mpack = None               # see _matcher_table: dropped whenever a buffer is replaced
         self._root = (None, None, None)  # (frontier, snapshot, its root bits)
         if _empty:
             return
@@ -96,7 +98,7 @@ class CFGMatcher(Matcher, ByteStateView):
             if nf >= 0:
                 break
             self._items = np.empty((self._items.shape[0] * 4, 2), np.int32)
-            self._args = None
+            self._mpack = None
             front = np.empty((front.shape[0] * 4, 2), np.int32)
         self._set_point(hist.root((1, front[:nf].copy(), bool(acc), False)))
 
@@ -113,7 +115,7 @@ class CFGMatcher(Matcher, ByteStateView):
         self._set_point(self._node.child((n_sets, front, acc, terminated), data))
 
     def _grow(self):
-        self._args = None
+        self._mpack = None
         n_items = int(self._set_off[self._n_sets])
         items = np.empty((max(self._items.shape[0] * 2, n_items * 2), 2), np.int32)
         items[:n_items] = self._items[:n_items]
@@ -147,9 +149,10 @@ class CFGMatcher(Matcher, ByteStateView):
             if self._front.shape[0] > self._fcap:
                 self._grow()
                 continue
-            st, ns, nf, which, acc = earley.step_bytes(
-                data, self._items, self._set_off, self._n_sets, self._front, self._front.shape[0],
-                self._fbuf, self._comp, *self.engine.grammar_arrays, self._mark, self._stamp)
+            e = self.engine
+            st, ns, nf, which, acc = mk.step_bytes_packed(data, self._front, self._front.shape[0], self._n_sets,
+                                                          e.grammar_arrays.NN, e.packed_grammar.table,
+                                                          self._matcher_table())
             if st >= 0:
                 return st, ns, self._fbuf[which, :nf].copy(), bool(acc)
             self._grow()
@@ -377,45 +380,53 @@ class CFGMatcher(Matcher, ByteStateView):
         raise LimitExceeded("the grammar's mask cache keeps overflowing", "mask cache entries", cache.n_entries)
 
     def _kernel_args(self, e, snap):
-        """``(snap, scratch nodes, head, scratch, tail)``: the mask kernel's arguments around the
-        per-mask ones, over ``snap`` with the cache's fill scratch, built once per snapshot and per set
-        of this matcher's buffers (rebuilding five records per mask costs as much as the kernel's
-        own work on a small grammar); ``_args`` is dropped whenever a buffer is replaced.  Read-only
-        snapshots only: they never change once published."""
+        """``(snap, scratch nodes, snapshot table, scratch table)``: the tables of the packed mask
+        kernel (:func:`structgen.cfg.mask.expand_mask_packed`) over ``snap`` and the cache's fill
+        scratch, built once per snapshot.  Read-only snapshots only: they never change once published."""
         args = self._args
         if args is None or args[0] is not snap or args[1] is not e.cache.scr_nodes:
             args = self._args = self._build_args(e, snap)
         return args
 
-    def _build_args(self, e, snap):
+    @staticmethod
+    def _build_args(e, snap):
         cache = e.cache
-        return (snap, cache.scr_nodes,
-                (self._items, self._set_off, *e.grammar_arrays, self._mark, self._stamp, *e.trie_arrays,
-                 *snap.arrays(), e.tables.follow),
-                (*cache.scratch(), *e.lexer_aids),
-                (self._estamp, self._bstamp, self._work, self._ptask, self._vkeys, self._vstamp, self._pkeys,
-                 self._pstamp, self._pval, self._predbuf))
+        # the Packed records keep the arrays alive as long as their tables are in use
+        return snap, cache.scr_nodes, Packed(snap.arrays()), Packed(cache.scratch())
+
+    def _matcher_table(self):
+        """This matcher's buffers as a table (:data:`structgen.cfg.mask.PACKED_MATCHER`), built
+        once per set of buffers: every replacement of one drops ``_mpack``."""
+        p = self._mpack
+        if p is None:
+            named = {"items": self._items, "set_off": self._set_off, "mark": self._mark, "stampbox": self._stamp,
+                     "estamp": self._estamp, "bstamp": self._bstamp, "work": self._work, "ptask": self._ptask,
+                     "vkeys": self._vkeys, "vstamp": self._vstamp, "pkeys": self._pkeys, "pstamp": self._pstamp,
+                     "pval": self._pval, "predbuf": self._predbuf, "comp": self._comp, "fbuf": self._fbuf}
+            p = self._mpack = Packed(tuple(named[k] for k in mk.PACKED_MATCHER))
+        return p.table
 
     def _fit_stamps(self, snap) -> None:
         """Entry and list stamps as long as ``snap``'s pools."""
         if self._estamp.shape[0] < snap.ent_bl2.shape[0]:
             self._estamp = np.zeros(snap.ent_bl2.shape[0], np.int64)
-            self._args = None
+            self._mpack = None
         if self._bstamp.shape[0] < snap.bl_off.shape[0]:
             self._bstamp = np.zeros((snap.bl_off.shape[0], 2), np.int64)
-            self._args = None
+            self._mpack = None
 
     def _run(self, e, snap, words, fill: bool, root_done: bool) -> int:
         """One call of the mask kernel, growing this matcher's buffers as needed."""
         for _ in range(64):
             self._fit_stamps(snap)
             # a fill's private snapshot has its pools replaced in place when they grow: fresh records
-            _, _, head, scratch, tail = self._kernel_args(e, snap) if not fill else self._build_args(e, snap)
+            _, _, pc, ps = self._kernel_args(e, snap) if not fill else self._build_args(e, snap)
             front = self._front
-            # records in the order mask.KERNEL_ORDERS["expand_mask"] names (checked at import)
-            st = mk.expand_mask(front, front.shape[0], self._n_sets, *head, fill, root_done, *scratch, words, *tail)
+            st = mk.expand_mask_packed(front, front.shape[0], self._n_sets, e.grammar_arrays.NN, e.lexer_aids.u0,
+                                       fill, root_done, words, e.packed_grammar.table, pc.table, ps.table,
+                                       self._matcher_table())
             if st == mk.SCRATCH_FULL:
-                self._args = None
+                self._mpack = None
                 self._work = np.empty((self._work.shape[0] * 2, 3), np.int32)
                 self._ptask = np.empty((self._ptask.shape[0] * 2, 3), np.int32)
                 self._vkeys, self._vstamp = _stamped(self._vkeys.shape[0] * 2)
