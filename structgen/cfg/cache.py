@@ -25,6 +25,7 @@ import weakref
 import numpy as np
 
 from .. import caching
+from ..kernels.packed import Packed
 from . import mask as mk
 
 # Background prefills stop at interpreter exit and are joined there: a daemon thread still in a
@@ -52,7 +53,18 @@ def _stop_background_prefills() -> None:
 
 class _Snapshot:
     __slots__ = ("ht_keys", "ht_vals", "ent_bl2", "ent_boff", "ent_bn", "bidx", "bval", "bl_off", "bl_nodes",
-                 "bl_kb", "bl_kids", "bl_term", "bl_uoff", "bl_un", "cnt")
+                 "bl_kb", "bl_kids", "bl_term", "bl_uoff", "bl_un", "cnt", "_packed")
+
+    def __init__(self):
+        self._packed = None
+
+    def packed(self) -> Packed:
+        """The arrays as one table (:mod:`structgen.kernels.packed`), made once per snapshot: for
+        published snapshots only, which never change (a fill copy's pools are replaced as they grow)."""
+        p = self._packed
+        if p is None:
+            p = self._packed = Packed(self.arrays())
+        return p
 
     def arrays(self) -> mk.CacheArrays:
         return mk.CacheArrays(self.ht_keys, self.ht_vals, self.ent_bl2, self.ent_boff, self.ent_bn, self.bidx,
@@ -98,6 +110,7 @@ class MaskCache:
         return words
 
     def alloc_scratch(self, n_words: int, n_nodes: int, depth: int) -> None:
+        self._scratch_packed = None
         self.scr_words = np.zeros(n_words, np.uint32)
         self.scr_nodes = np.empty(max(n_nodes, 1024), np.int32)
         self.lstack = np.zeros(depth, np.int32)
@@ -107,6 +120,13 @@ class MaskCache:
         self.act = np.zeros((depth, depth), np.int32)
         self.actn = np.zeros(depth, np.int64)
         self.isb = np.zeros(depth, np.uint8)
+
+    def scratch_table(self) -> np.ndarray:
+        """:meth:`scratch` as one table (:mod:`structgen.kernels.packed`), remade when an array of it is replaced."""
+        p = self._scratch_packed
+        if p is None or any(a is not b for a, b in zip(p.arrays, self.scratch())):
+            p = self._scratch_packed = Packed(self.scratch())
+        return p.table
 
     def scratch(self) -> mk.FillScratch:
         return mk.FillScratch(self.scr_words, self.scr_nodes, self.lstack, self.nmark, self.nst, self.act, self.actn,
@@ -165,7 +185,7 @@ class MaskCache:
             s = self.snap = self._empty()
             self.roots = {}
         w = _Snapshot()
-        for name in _Snapshot.__slots__:
+        for name in mk.CacheArrays._fields:
             setattr(w, name, getattr(s, name))
         w.ht_keys = s.ht_keys.copy()
         w.ht_vals = s.ht_vals.copy()

@@ -381,18 +381,12 @@ class CFGMatcher(Matcher, ByteStateView):
 
     def _kernel_args(self, e, snap):
         """``(snap, scratch nodes, snapshot table, scratch table)``: the tables of the packed mask
-        kernel (:func:`structgen.cfg.mask.expand_mask_packed`) over ``snap`` and the cache's fill
-        scratch, built once per snapshot.  Read-only snapshots only: they never change once published."""
+        kernel (:func:`structgen.cfg.mask.expand_mask_packed`) over the published snapshot ``snap``
+        and the cache's fill scratch, looked up once per snapshot."""
         args = self._args
         if args is None or args[0] is not snap or args[1] is not e.cache.scr_nodes:
-            args = self._args = self._build_args(e, snap)
+            args = self._args = (snap, e.cache.scr_nodes, snap.packed().table, e.cache.scratch_table())
         return args
-
-    @staticmethod
-    def _build_args(e, snap):
-        cache = e.cache
-        # the Packed records keep the arrays alive as long as their tables are in use
-        return snap, cache.scr_nodes, Packed(snap.arrays()), Packed(cache.scratch())
 
     def _matcher_table(self):
         """This matcher's buffers as a table (:data:`structgen.cfg.mask.PACKED_MATCHER`), built
@@ -419,11 +413,14 @@ class CFGMatcher(Matcher, ByteStateView):
         """One call of the mask kernel, growing this matcher's buffers as needed."""
         for _ in range(64):
             self._fit_stamps(snap)
-            # a fill's private snapshot has its pools replaced in place when they grow: fresh records
-            _, _, pc, ps = self._kernel_args(e, snap) if not fill else self._build_args(e, snap)
+            if fill:  # a fill's private snapshot has its pools replaced as they grow: a table per run
+                keep = Packed(snap.arrays())
+                ctab, stab = keep.table, e.cache.scratch_table()
+            else:
+                _, _, ctab, stab = self._kernel_args(e, snap)
             front = self._front
             st = mk.expand_mask_packed(front, front.shape[0], self._n_sets, e.grammar_arrays.NN, e.lexer_aids.u0,
-                                       fill, root_done, words, e.packed_grammar.table, pc.table, ps.table,
+                                       fill, root_done, words, e.packed_grammar.table, ctab, stab,
                                        self._matcher_table())
             if st == mk.SCRATCH_FULL:
                 self._mpack = None

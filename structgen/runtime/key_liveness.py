@@ -445,6 +445,23 @@ def prune_table(words, ids, kind, poff, klo, khi, tdata, toff, q, qlen, head, ro
     return cleared
 
 
+
+@njit(cache=True, nogil=True)
+def prune_groups(words, ids, kind, poff, klo, khi, sel, goff, roots, roff, tdata, toff, q, qlen, head, kdata, koff,
+                 trans, bc, acc, memo, bmask, stack_s, stack_b):
+    """:func:`prune_table` once per group of a landing table's rows: group ``g`` is the rows
+    ``sel[goff[g]:goff[g + 1]]``, judged from the states ``roots[roff[g]:roff[g + 1]]`` (none:
+    skipped).  The number cleared."""
+    cleared = 0
+    for g in range(goff.shape[0] - 1):
+        a, b = roff[g], roff[g + 1]
+        if a == b:
+            continue
+        s = sel[goff[g]:goff[g + 1]]
+        cleared += prune_table(words, ids[s], kind[s], poff[s], klo[s], khi[s], tdata, toff, q, qlen, head,
+                               roots[a:b], b - a, kdata, koff, trans, bc, acc, memo, bmask, stack_s, stack_b)
+    return cleared
+
 # ----------------------------------------------------------------------------- tables
 _VOCAB: dict = {}
 
@@ -452,7 +469,8 @@ _VOCAB: dict = {}
 def vocab_tables(vocab):
     """Per vocabulary (cached): ``unchecked`` (uint8 per token: 1 for the tokens the check leaves
     alone, those with any of ``\\ { } [ ]``) and the landing tables (:func:`landing_table`) of
-    the other tokens with a ``"`` or ``,``, per starting point (``_STARTS``)."""
+    the other tokens with a ``"`` or ``,``, per starting point (``_STARTS``), their rows grouped
+    by lead (:func:`_with_leads`)."""
     key = (id(vocab), vocab.fingerprint)
     hit = _VOCAB.get(key)
     if hit is not None and hit[0] is vocab:
@@ -477,12 +495,25 @@ def vocab_tables(vocab):
     quote, comma = has(_QUOTE), has(0x2C)
     cand = np.flatnonzero(ok & (quote | comma)).astype(np.int64)
     data64, off64 = np.ascontiguousarray(data), np.ascontiguousarray(off)
-    landings = {start: landing_table(data64, off64, cand, start[0], start[1]) for start in _STARTS}
+    landings = {start: _with_leads(landing_table(data64, off64, cand, start[0], start[1]), data64, off64)
+                for start in _STARTS}
     tables = ((~ok).astype(np.uint8), landings)
     if len(_VOCAB) > 16:
         _VOCAB.clear()
     _VOCAB[key] = (vocab, tables)
     return tables
+
+
+def _with_leads(table, data, off):
+    """A landing table with its rows grouped by lead: ``(*table, group of each row, (lead bytes,
+    kind) of each group)``; a row's lead is its token's bytes before the new key (``poff``)."""
+    ids, kind, poff = table[0], table[1], table[2]
+    index: dict = {}
+    gid = np.empty(ids.shape[0], np.int64)
+    for i in range(ids.shape[0]):
+        o = int(off[ids[i]])
+        gid[i] = index.setdefault((data[o:o + int(poff[i])].tobytes(), int(kind[i])), len(index))
+    return (*table, gid, list(index))
 
 
 _CYCLES: dict = {}
@@ -690,28 +721,33 @@ class LiveKeys:
         the token: the same), found once per distinct lead (the bytes up to that quote; after a
         comma, the whole token): a member's key language can depend on the members before it
         and on how this token ends the current value or key."""
-        ids, kind, poff, klo, khi = table
+        ids, kind, poff, klo, khi, gid, leads = table
         if ids.shape[0] == 0:
             return
         rows = np.flatnonzero((words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1 != 0)
         if rows.size == 0:
             return
-        off, data = self.vocab.token_offsets, self.vocab.token_data
-        groups: dict = {}
-        for i in rows.tolist():
-            t = int(ids[i])
-            groups.setdefault((data[off[t]:off[t] + int(poff[i])].tobytes(), int(kind[i])), []).append(i)
-        trans, bc, acc, memo, bmask, ss, sb = self._automaton()
+        g = gid[rows]
+        order = np.argsort(g, kind="stable")
+        rows, g = rows[order], g[order]
+        goff = np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1], [True])))
+        groups = [leads[k] for k in g[goff[:-1]].tolist()]
         # every lead's states from batched probes of the grammar: inside a key the states right
         # after the lead, else those where the next key opens
-        in_key = [k for k in groups if k[1]]
-        opens = [k for k in groups if not k[1]]
-        roots = dict(zip(in_key, self.inner.byte_states_after_each([lead for lead, _ in in_key])))
-        roots.update(zip(opens, key_start_states_each(self.inner, [lead for lead, _ in opens])))
-        for (lead, in_key), members in groups.items():
-            root = roots[(lead, in_key)]
-            if root is None or root.shape[0] == 0:
-                continue  # no key reachable this way: nothing to judge (the inner mask decides)
-            sel = np.asarray(members, np.int64)
-            prune_table(words, ids[sel], kind[sel], poff[sel], klo[sel], khi[sel], data, off, q, klen, head, root,
-                        root.shape[0], kdata, koff, trans, bc, acc, memo, bmask, ss, sb)
+        in_key = [i for i, (_, k) in enumerate(groups) if k]
+        opens = [i for i, (_, k) in enumerate(groups) if not k]
+        roots = [None] * len(groups)
+        for i, st in zip(in_key, self.inner.byte_states_after_each([groups[i][0] for i in in_key])):
+            roots[i] = st
+        for i, st in zip(opens, key_start_states_each(self.inner, [groups[i][0] for i in opens])):
+            roots[i] = st
+        sizes = [0 if r is None else r.shape[0] for r in roots]
+        if not any(sizes):
+            return  # no key reachable: nothing to judge (the inner mask decides)
+        roff = np.zeros(len(roots) + 1, np.int64)
+        np.cumsum(sizes, out=roff[1:])
+        flat = np.concatenate([r for r in roots if r is not None and r.shape[0]]).astype(np.int64)
+        trans, bc, acc, memo, bmask, ss, sb = self._automaton()
+        prune_groups(words, ids, kind, poff, klo, khi, rows.astype(np.int64), goff.astype(np.int64), flat, roff,
+                     self.vocab.token_data, self.vocab.token_offsets, q, klen, head, kdata, koff, trans, bc, acc,
+                     memo, bmask, ss, sb)
