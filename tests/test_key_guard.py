@@ -1,5 +1,5 @@
-"""KeyGuardMatcher.fill_bitmask writes the guarded mask straight into the caller's row
-(structgen.runtime.key_guard.guard_into): it equals mask_words() at every prefix, for numpy and
+"""KeyGuardMatcher.fill_bitmask writes the guarded mask straight into the caller's row (the inner
+matcher fills it, the guard clears it in place): it equals mask_words() at every prefix, for numpy and
 torch bitmasks, any row, strided views, a bitmask swapped or resized between calls, both engines."""
 from __future__ import annotations
 

@@ -632,7 +632,7 @@ def lexemes_within(trans, gacc, tstart, jtrans, jacc, j0):
 
 
 @njit(cache=True, nogil=True)
-def expand_mask_packed(front, nfront, n_sets, NN, u0, fill, root_done, words, g, c, s, m):
+def expand_mask_packed(front, nfront, n_sets, fill, root_done, words, m, NN, u0, g, c, s):
     """:func:`expand_mask` with its arrays passed as four tables (:mod:`structgen.kernels.packed`):
     ``g`` the grammar's (:data:`PACKED_GRAMMAR`), ``c`` a cache snapshot's (:class:`CacheArrays`),
     ``s`` the cache's fill scratch (:class:`FillScratch`), ``m`` the matcher's (:data:`PACKED_MATCHER`).

@@ -380,12 +380,15 @@ class CFGMatcher(Matcher, ByteStateView):
         raise LimitExceeded("the grammar's mask cache keeps overflowing", "mask cache entries", cache.n_entries)
 
     def _kernel_args(self, e, snap):
-        """``(snap, scratch nodes, snapshot table, scratch table)``: the tables of the packed mask
-        kernel (:func:`structgen.cfg.mask.expand_mask_packed`) over the published snapshot ``snap``
-        and the cache's fill scratch, looked up once per snapshot."""
+        """``(snap, scratch nodes, NN, u0, grammar table, snapshot table, scratch table)``: the
+        arguments of the packed mask kernel (:func:`structgen.cfg.mask.expand_mask_packed`) that
+        change with the published snapshot ``snap`` and the cache's fill scratch, if at all,
+        looked up once per snapshot (with this matcher's stamps fitted to its pools)."""
         args = self._args
         if args is None or args[0] is not snap or args[1] is not e.cache.scr_nodes:
-            args = self._args = (snap, e.cache.scr_nodes, snap.packed().table, e.cache.scratch_table())
+            self._fit_stamps(snap)
+            args = self._args = (snap, e.cache.scr_nodes, e.grammar_arrays.NN, e.lexer_aids.u0,
+                                 e.packed_grammar.table, snap.packed().table, e.cache.scratch_table())
         return args
 
     def _matcher_table(self):
@@ -412,16 +415,16 @@ class CFGMatcher(Matcher, ByteStateView):
     def _run(self, e, snap, words, fill: bool, root_done: bool) -> int:
         """One call of the mask kernel, growing this matcher's buffers as needed."""
         for _ in range(64):
-            self._fit_stamps(snap)
             if fill:  # a fill's private snapshot has its pools replaced as they grow: a table per run
+                self._fit_stamps(snap)
                 keep = Packed(snap.arrays())
-                ctab, stab = keep.table, e.cache.scratch_table()
+                fixed = (e.grammar_arrays.NN, e.lexer_aids.u0, e.packed_grammar.table, keep.table,
+                         e.cache.scratch_table())
             else:
-                _, _, ctab, stab = self._kernel_args(e, snap)
+                fixed = self._kernel_args(e, snap)[2:]
             front = self._front
-            st = mk.expand_mask_packed(front, front.shape[0], self._n_sets, e.grammar_arrays.NN, e.lexer_aids.u0,
-                                       fill, root_done, words, e.packed_grammar.table, ctab, stab,
-                                       self._matcher_table())
+            st = mk.expand_mask_packed(front, front.shape[0], self._n_sets, fill, root_done, words,
+                                       self._matcher_table(), *fixed)
             if st == mk.SCRATCH_FULL:
                 self._mpack = None
                 self._work = np.empty((self._work.shape[0] * 2, 3), np.int32)

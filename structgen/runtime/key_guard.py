@@ -15,9 +15,8 @@ rejected:
   current state, skipping those with too few quotes to complete a key from where the tracker
   is (one inside a key, two between values, three inside a value string; two more when no open
   object holds a key yet, since then one token must complete two keys of one object).
-  ``fill_bitmask`` into an int32 CPU bitmask (numpy or torch) does it in one kernel call that
-  copies the inner mask into a numpy view of the row and clears the duplicates there
-  (:func:`guard_into`; no temporary array, no torch copy).
+  ``fill_bitmask`` into an int32 CPU bitmask (numpy or torch) has the inner matcher fill the row,
+  then clears the duplicates in a numpy view of it (no temporary array, no torch copy).
 
 Mask bit <=> ``advance`` holds by construction (the same kernel decides both).  ``rollback``,
 ``fork``, ``reset``, ``snapshot`` and ``restore`` are exact: the tracker state (a small header,
@@ -142,17 +141,6 @@ def clear_duplicates(words, cand, qcount, slow, fq_ptr, fq_tok, tdata, toff, hdr
     return OK
 
 
-@njit(cache=True, nogil=True)
-def guard_into(dst, src, cand, qcount, slow, fq_ptr, fq_tok, tdata, toff, hdr, frames, kbuf, kp_off, kp_len, kp_prev,
-               kp_hash, kp_data, shdr, sframes, skbuf):
-    """``dst[:] = src``, then :func:`clear_duplicates` on ``dst`` (a row of the caller's
-    bitmask: one pass writes the guarded mask where it goes).  OK or OVERFLOW."""
-    for i in range(src.shape[0]):
-        dst[i] = src[i]
-    return clear_duplicates(dst, cand, qcount, slow, fq_ptr, fq_tok, tdata, toff, hdr, frames, kbuf, kp_off, kp_len,
-                            kp_prev, kp_hash, kp_data, shdr, sframes, skbuf)
-
-
 _TABLES: dict = {}
 
 
@@ -194,15 +182,6 @@ def _clear(tr: Tracker, words, tables, tdata, toff) -> None:
     while clear_duplicates(words, cand, qcount, slow, fq_ptr, fq_tok, tdata, toff, tr.hdr, tr.frames, tr.kbuf,
                            tr.kp_off, tr.kp_len, tr.kp_prev, tr.kp_hash, tr.kp_data, tr.shdr, tr.sframes,
                            tr.skbuf) == OVERFLOW:
-        tr.grow()
-
-
-def _clear_into(tr: Tracker, dst, src, tables, tdata, toff) -> None:
-    """``dst[:] = src`` less the duplicate-completing tokens."""
-    cand, qcount, slow, fq_ptr, fq_tok = tables
-    while guard_into(dst, src, cand, qcount, slow, fq_ptr, fq_tok, tdata, toff, tr.hdr, tr.frames, tr.kbuf,
-                     tr.kp_off, tr.kp_len, tr.kp_prev, tr.kp_hash, tr.kp_data, tr.shdr, tr.sframes,
-                     tr.skbuf) == OVERFLOW:
         tr.grow()
 
 
@@ -353,14 +332,16 @@ class KeyGuardMatcher(Matcher):
 
     def fill_bitmask(self, bitmask, row: int = 0) -> None:
         row, dst = host_row(bitmask, row, self._vocab.logits_width)
-        words, fresh, live = self._source()
-        if live:
-            if dst is not None and dst.shape[0] == words.shape[0]:
-                # the guarded mask written straight into the row (no temporary, no torch copy)
-                _clear_into(self._tr, dst, words, self._tab, self._tdata, self._toff)
+        if dst is not None:
+            # the inner mask written into the row, then guarded there (no temporary, no copy)
+            self.inner.fill_bitmask(bitmask, row)
+            if not self.inner.is_terminated():
+                _clear(self._tr, dst, self._tab, self._tdata, self._toff)
                 if self._checks_liveness():
                     self._live.prune(self._tr, self._node.depth, dst)
-                return
+            return
+        words, fresh, live = self._source()
+        if live:
             if not fresh:
                 words = words.copy()
             _clear(self._tr, words, self._tab, self._tdata, self._toff)
