@@ -132,3 +132,67 @@ def test_batched_probes_equal_single_probes(engine, layout, llama3):
                 seen_some = True
                 assert np.array_equal(np.asarray(a, np.int64), np.asarray(b, np.int64)), (text[:i], lead)
     assert seen_some
+
+
+# keys that llama3 tokens complete whole from between values or inside a value string
+# (``","``, ``""``, ``":"``, ``"."``), nested objects, arrays, escapes and layouts
+_DUP_DOCS = ['{"": 1, ",": "x", ":": [1, {"a": "b", "": 2}], "a": "\\"", "b": {"": ""}, ".": 0}',
+             '{"a":"","":{"":"","a":[]},",":",",".":"."}',
+             '{\n  "x": "\\u0041",\n  "y": {"x": 1},\n  "-": "-"\n}']
+
+
+def _check_against_replay(cg, vocab, docs, encode=None):
+    """At every prefix of each of ``docs``: the guarded mask equals the inner mask less the
+    allowed tokens with a quote whose bytes, fed to a copy of the key tracker, complete a
+    duplicate key.  Returns how many tokens that removed."""
+    from structgen.runtime.json_tracker import DUPLICATE, OK, feed
+
+    quoted = [t for t in range(vocab.size) if b'"' in vocab.token_bytes(t) and vocab.is_normal[t]]
+    off, data = vocab.token_offsets, vocab.token_data
+    removed = 0
+    for doc in docs:
+        m = cg.matcher()
+        toks = (encode or vocab.encode)(doc)
+        for i, t in enumerate(toks):
+            got = m.mask_words()
+            want = m.inner.mask_words().copy()
+            for q in quoted:
+                if not (want[q >> 5] >> (q & 31)) & 1:
+                    continue
+                tr = m._tr.copy()
+                st = feed(data, off[q], off[q + 1], tr.hdr, tr.frames, tr.kbuf, tr.kp_off, tr.kp_len, tr.kp_prev,
+                          tr.kp_hash, tr.kp_data)
+                assert st in (OK, DUPLICATE)
+                if st == DUPLICATE:
+                    want[q >> 5] &= ~np.uint32(1 << (q & 31))
+                    removed += 1
+            assert np.array_equal(got, want), (doc, i, vocab.decode(toks[:i]))
+            assert m.advance(t)
+    return removed
+
+
+@pytest.mark.parametrize("engine", ["dfa", "cfg"])
+def test_guard_equals_replaying_every_token(engine, llama3):
+    """The per-start key tables and the quote-count shortcuts of clear_duplicates change nothing
+    (llama3: keys that tokens complete whole, such as ``","``, ``""``, ``":"``)."""
+    g = sg.Grammar.from_json_schema({"type": "object"}, engine=engine, whitespace="flexible",
+                                    property_order="any")
+    assert _check_against_replay(sg.compile(g, llama3, cache=False), llama3, _DUP_DOCS) > 20
+
+
+def test_guard_tokens_that_complete_two_keys():
+    """A vocabulary whose tokens end the key in progress and complete another one (three quotes:
+    ``a":1,"a"``) or complete two keys between values: the shortcuts still equal the replay."""
+    from structgen.vocab import Vocabulary
+
+    pieces = [bytes([b]) for b in range(0x20, 0x7F)] + [b'a":1,"a"', b'":1,"a"', b'","', b'""', b'"a":1,"a"',
+                                                          b',"a":"","b"', b'"b":{"a', b'\\\\"', b'\\\\":1,"']
+    vocab = Vocabulary.from_bytes(pieces + [None], eos_ids=[len(pieces)])
+    docs = ['{"a":1,"b":2}', '{"b":{"a":1,"ab":""},"":0}', '{"x\\\\":1,"a":[{"a":1}]}']
+    for engine in ("dfa", "cfg"):
+        g = sg.Grammar.from_json_schema({"type": "object"}, engine=engine, whitespace="flexible",
+                                        property_order="any")
+        by_byte = lambda doc: [b - 0x20 for b in doc.encode()]  # noqa: E731 (a token per byte)
+        assert _check_against_replay(sg.compile(g, vocab, cache=False), vocab, docs, by_byte) > 5
+
+

@@ -71,6 +71,44 @@ def _put_cp(cp, hdr, kbuf):
     return True
 
 
+@njit(cache=True, nogil=True, inline="always")
+def has_key(e, h, key, o, n, kp_off, kp_len, kp_prev, kp_hash, kp_data):
+    """Whether the key ``key[o:o + n]`` (hash ``h``, see :func:`_close_key`) is among the keys
+    from ``e`` down their ``kp_prev`` chain."""
+    while e >= 0:
+        if kp_hash[e] == h and kp_len[e] == n:
+            q = kp_off[e]
+            same = True
+            for j in range(n):
+                if kp_data[q + j] != key[o + j]:
+                    same = False
+                    break
+            if same:
+                return True
+        e = kp_prev[e]
+    return False
+
+
+@njit(cache=True, nogil=True)
+def probe_buffers():
+    """Tracker arrays for feeding single tokens from :func:`start_in_object` (room for one
+    object, a few keys and 4 KiB of key bytes)."""
+    return (np.zeros(HDR, np.int64), np.zeros((2, 3), np.int64), np.zeros(4096, np.uint8), np.zeros(4, np.int64),
+            np.zeros(4, np.int64), np.zeros(4, np.int64), np.zeros(4, np.int64), np.zeros(4096, np.uint8))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def start_in_object(hdr, frames, mode, fstate) -> None:
+    """Set the tracker state to ``mode`` in one object without keys whose frame is in ``fstate``."""
+    for j in range(HDR):
+        hdr[j] = 0
+    hdr[DEPTH] = 1
+    hdr[MODE] = mode
+    frames[0, 0] = OBJ
+    frames[0, 1] = fstate
+    frames[0, 2] = -1
+
+
 @njit(cache=True, nogil=True)
 def _close_key(hdr, frames, kbuf, kp_off, kp_len, kp_prev, kp_hash, kp_data):
     """The key in progress is complete: DUPLICATE if its object has it, else record it."""
@@ -79,18 +117,8 @@ def _close_key(hdr, frames, kbuf, kp_off, kp_len, kp_prev, kp_hash, kp_data):
     h = np.int64(2166136261)
     for i in range(n):
         h = ((h ^ np.int64(kbuf[i])) * np.int64(16777619)) & np.int64(0xFFFFFFFF)
-    e = frames[d, 2]
-    while e >= 0:
-        if kp_hash[e] == h and kp_len[e] == n:
-            o = kp_off[e]
-            same = True
-            for i in range(n):
-                if kp_data[o + i] != kbuf[i]:
-                    same = False
-                    break
-            if same:
-                return DUPLICATE
-        e = kp_prev[e]
+    if has_key(frames[d, 2], h, kbuf, 0, n, kp_off, kp_len, kp_prev, kp_hash, kp_data):
+        return DUPLICATE
     idx = hdr[NKEYS]
     o = hdr[NDATA]
     if idx >= kp_off.shape[0] or o + n > kp_data.shape[0]:

@@ -40,7 +40,7 @@ from . import history as hist
 from .batch import host_row, write_row
 from .checks import check_token
 from .json_tracker import DEPTH, DUPLICATE, ESC, HDR, HIGH, KEY_STR, KLEN, MODE, NKEYS, OBJ, OK, OVERFLOW, STRUCT, \
-    Tracker, feed
+    VALUE_STR, Tracker, feed, has_key, probe_buffers, start_in_object
 from .key_liveness import LiveKeys
 from .protocol import ByteStateView, Matcher, Snapshot, accepted_prefix
 
@@ -65,9 +65,48 @@ def _replay(words, w, bit, t, tdata, toff, hdr, frames, kbuf, kp_off, kp_len, kp
     return st
 
 
+#: The (mode, frame state) of an object that :func:`one_key_table` describes, in ``kone`` row order:
+#: between values after ``{`` or ``,``, after a key, after a ``:`` or a value; inside a value string.
+_ONE_KEY_STARTS = ((STRUCT, 0), (STRUCT, 1), (STRUCT, 2), (VALUE_STR, 2))
+
+
 @njit(cache=True, nogil=True)
-def clear_duplicates(words, cand, qcount, slow, fq_ptr, fq_tok, tdata, toff, hdr, frames, kbuf, kp_off, kp_len,
-                     kp_prev, kp_hash, kp_data, shdr, sframes, skbuf):
+def one_key_table(tdata, toff, cand, mode, fstate, kone, kstart, klen_, khash, pool, npool):
+    """Row ``kone[i]`` etc. of :func:`clear_duplicates` for the start ``(mode, fstate)``: each of
+    ``cand`` fed from there in an object without keys; a token with ``\\ { } [ ]`` is -1 (its
+    depth or escapes vary).  Appends key bytes to ``pool`` from ``npool``; returns its new length."""
+    hdr, frames, kbuf, kp_off, kp_len, kp_prev, kp_hash, kp_data = probe_buffers()
+    for i in range(cand.shape[0]):
+        t = cand[i]
+        kone[i] = -1
+        simple = True
+        for p in range(toff[t], toff[t + 1]):
+            b = tdata[p]
+            if b == 0x5C or b == 0x7B or b == 0x7D or b == 0x5B or b == 0x5D:
+                simple = False
+                break
+        if not simple:
+            continue
+        start_in_object(hdr, frames, mode, fstate)
+        if feed(tdata, toff[t], toff[t + 1], hdr, frames, kbuf, kp_off, kp_len, kp_prev, kp_hash, kp_data) != OK:
+            continue
+        if hdr[NKEYS] == 0:
+            kone[i] = 0
+        elif hdr[NKEYS] == 1:
+            n = kp_len[0]
+            for j in range(n):
+                pool[npool + j] = kp_data[kp_off[0] + j]
+            kone[i] = 1
+            kstart[i] = npool
+            klen_[i] = n
+            khash[i] = kp_hash[0]
+            npool += n
+    return npool
+
+
+@njit(cache=True, nogil=True)
+def clear_duplicates(words, cand, qcount, slow, slow_q, fq_ptr, fq_tok, kone, kstart, klen_, khash, kpool, tdata, toff,
+                     hdr, frames, kbuf, kp_off, kp_len, kp_prev, kp_hash, kp_data, shdr, sframes, skbuf):
     """Clear from ``words`` every allowed token that would complete a duplicate key from the
     state ``hdr/frames/kbuf``.  OK or OVERFLOW.
 
@@ -76,7 +115,13 @@ def clear_duplicates(words, cand, qcount, slow, fq_ptr, fq_tok, tdata, toff, hdr
     no backslash before the first completes exactly one key, ``key so far + its bytes before the
     quote`` (a second quote can only open a string); ``fq_tok[fq_ptr[k]:fq_ptr[k + 1]]`` are those
     tokens with their first quote at offset ``k``, so for each key of the object only the tokens
-    of the matching length are compared.  ``slow``: the other tokens, replayed in full."""
+    of the matching length are compared.  ``slow``: the other tokens that can end a key (an
+    unescaped quote), by decreasing quote count ``slow_q``, replayed in full; while the object
+    has no key yet only those with three quotes or more can (one ends this key, which has nothing
+    to repeat, two complete another).  Between values and in a value string of an object,
+    ``kone[s, i]`` (``s``: :data:`_ONE_KEY_STARTS`) says what ``cand[i]`` does from there: 0
+    completes no key, 1 completes the one key ``kpool[kstart[s, i]:][:klen_[s, i]]`` (hash
+    ``khash``) of this object, -1 anything else (replayed)."""
     depth = hdr[DEPTH]
     used = False
     for d in range(depth):
@@ -113,7 +158,10 @@ def clear_duplicates(words, cand, qcount, slow, fq_ptr, fq_tok, tdata, toff, hdr
                         if match:
                             words[w] = words[w] & ~bit
             e = kp_prev[e]
+        fresh = frames[depth - 1, 2] < 0
         for i in range(slow.shape[0]):
+            if fresh and slow_q[i] < 3:
+                break
             t = slow[i]
             w = t >> 5
             bit = one << np.uint32(t & 31)
@@ -128,6 +176,12 @@ def clear_duplicates(words, cand, qcount, slow, fq_ptr, fq_tok, tdata, toff, hdr
     need = 1 if mode == KEY_STR else (2 if mode == STRUCT else 3)
     if not used:
         need += 2
+    s = -1
+    if depth > 0 and frames[depth - 1, 0] == OBJ:
+        if mode == STRUCT:
+            s = frames[depth - 1, 1]
+        elif mode == VALUE_STR and hdr[ESC] == 0 and frames[depth - 1, 1] == 2:
+            s = 3
     for i in range(cand.shape[0]):
         if qcount[i] < need:
             break
@@ -135,6 +189,14 @@ def clear_duplicates(words, cand, qcount, slow, fq_ptr, fq_tok, tdata, toff, hdr
         w = t >> 5
         bit = one << np.uint32(t & 31)
         if words[w] & bit != 0:
+            k = kone[s, i] if s >= 0 else -1
+            if k == 0:
+                continue
+            if k == 1:
+                if has_key(frames[depth - 1, 2], khash[s, i], kpool, kstart[s, i], klen_[s, i], kp_off, kp_len,
+                            kp_prev, kp_hash, kp_data):
+                    words[w] = words[w] & ~bit
+                continue
             if _replay(words, w, bit, t, tdata, toff, hdr, frames, kbuf, kp_off, kp_len, kp_prev, kp_hash,
                        kp_data, shdr, sframes, skbuf) == OVERFLOW:
                 return OVERFLOW
@@ -147,7 +209,9 @@ _TABLES: dict = {}
 def _vocab_tables(vocab):
     """The candidate tables of :func:`clear_duplicates` for a vocabulary (cached): tokens with a
     ``"`` byte by decreasing quote count and their counts; the in-key fast tokens (one or two
-    quotes, no backslash before the first) bucketed by first-quote offset (CSR); the others."""
+    quotes, no backslash before the first) bucketed by first-quote offset (CSR); the others that
+    can end a key (:func:`_ends_string`), by decreasing quote count, and their counts; what each
+    candidate does between the values of an object (:func:`one_key_table`)."""
     key = (id(vocab), vocab.fingerprint)
     hit = _TABLES.get(key)
     if hit is not None and hit[0] is vocab:
@@ -169,17 +233,40 @@ def _vocab_tables(vocab):
     fq_tok = cand[fast][order]
     fq_ptr = np.zeros(int(first_q.max(initial=0)) + 2, np.int64)
     np.cumsum(np.bincount(first_q[fast], minlength=fq_ptr.shape[0] - 1), out=fq_ptr[1:])
-    tables = (cand, counts[cand].astype(np.int64), cand[~fast], fq_ptr, fq_tok)
+    slow = np.array([t for t in cand[~fast].tolist() if _ends_string(data[off[t]:off[t + 1]].tobytes())], np.int64)
+    ns, nc = len(_ONE_KEY_STARTS), cand.shape[0]
+    kone, kstart, klen, khash = (np.zeros((ns, nc), np.int64) for _ in range(4))
+    pool = np.zeros(int(off[-1]) * ns + 1, np.uint8)  # keys are token bytes: room for all of them
+    npool = 0
+    for s, (mode, fstate) in enumerate(_ONE_KEY_STARTS):
+        npool = one_key_table(data, off, cand, mode, fstate, kone[s], kstart[s], klen[s], khash[s], pool, npool)
+    tables = (cand, counts[cand].astype(np.int64), slow, counts[slow].astype(np.int64), fq_ptr, fq_tok, kone, kstart,
+              klen, khash, pool[:max(npool, 1)].copy())
     if len(_TABLES) > 16:
         _TABLES.clear()
     _TABLES[key] = (vocab, tables)
     return tables
 
 
+def _ends_string(b: bytes) -> bool:
+    """Whether ``b``, fed inside a string with no escape pending, reaches an unescaped quote
+    (the tracker's escapes: ``\\`` and one byte, or ``\\u`` and four)."""
+    esc = 0
+    for c in b:
+        if esc == 0:
+            if c == 0x22:
+                return True
+            esc = 1 if c == 0x5C else 0
+        elif esc == 1:
+            esc = 2 if c == 0x75 else 0
+        else:
+            esc = 0 if esc == 5 else esc + 1
+    return False
+
+
 def _clear(tr: Tracker, words, tables, tdata, toff) -> None:
     """Clear the duplicate-completing tokens from ``words`` (``tables``: :func:`_vocab_tables`)."""
-    cand, qcount, slow, fq_ptr, fq_tok = tables
-    while clear_duplicates(words, cand, qcount, slow, fq_ptr, fq_tok, tdata, toff, tr.hdr, tr.frames, tr.kbuf,
+    while clear_duplicates(words, *tables, tdata, toff, tr.hdr, tr.frames, tr.kbuf,
                            tr.kp_off, tr.kp_len, tr.kp_prev, tr.kp_hash, tr.kp_data, tr.shdr, tr.sframes,
                            tr.skbuf) == OVERFLOW:
         tr.grow()

@@ -33,8 +33,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .json_tracker import DEPTH, ESC, HDR, HIGH, KEY_STR, KLEN, MODE, NKEYS, OBJ, OK, STRUCT, VALUE_STR, Tracker, \
-    feed
+from .json_tracker import DEPTH, ESC, HIGH, KEY_STR, KLEN, MODE, NKEYS, OBJ, OK, STRUCT, VALUE_STR, Tracker, \
+    feed, probe_buffers, start_in_object
 
 _QUOTE = 0x22
 _UNCHECKED = frozenset(b"\\{}[]")  # a token with one of these bytes is never checked
@@ -326,24 +326,11 @@ def landing_table(tdata, toff, toks, mode, fstate):
     poff = np.empty(n, np.int64)
     klo = np.empty(n, np.int64)
     khi = np.empty(n, np.int64)
-    hdr = np.zeros(HDR, np.int64)
-    frames = np.zeros((2, 3), np.int64)
-    kbuf = np.zeros(4096, np.uint8)
-    kp_off = np.zeros(4, np.int64)
-    kp_len = np.zeros(4, np.int64)
-    kp_prev = np.zeros(4, np.int64)
-    kp_hash = np.zeros(4, np.int64)
-    kp_data = np.zeros(4096, np.uint8)
+    hdr, frames, kbuf, kp_off, kp_len, kp_prev, kp_hash, kp_data = probe_buffers()
     m = 0
     for i in range(n):
         t = toks[i]
-        for j in range(HDR):
-            hdr[j] = 0
-        hdr[DEPTH] = 1
-        hdr[MODE] = mode
-        frames[0, 0] = OBJ
-        frames[0, 1] = fstate
-        frames[0, 2] = -1
+        start_in_object(hdr, frames, mode, fstate)
         lo, hi = toff[t], toff[t + 1]
         if feed(tdata, lo, hi, hdr, frames, kbuf, kp_off, kp_len, kp_prev, kp_hash, kp_data) != OK:
             continue
