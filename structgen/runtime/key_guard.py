@@ -71,7 +71,7 @@ _ONE_KEY_STARTS = ((STRUCT, 0), (STRUCT, 1), (STRUCT, 2), (VALUE_STR, 2))
 
 
 @njit(cache=True, nogil=True)
-def one_key_table(tdata, toff, cand, mode, fstate, kone, kstart, klen_, khash, pool, npool):
+def one_key_table(tdata, toff, cand, mode, fstate, kone, kstart, key_len, khash, pool, npool):
     """Row ``kone[i]`` etc. of :func:`clear_duplicates` for the start ``(mode, fstate)``: each of
     ``cand`` fed from there in an object without keys; a token with ``\\ { } [ ]`` is -1 (its
     depth or escapes vary).  Appends key bytes to ``pool`` from ``npool``; returns its new length."""
@@ -98,15 +98,15 @@ def one_key_table(tdata, toff, cand, mode, fstate, kone, kstart, klen_, khash, p
                 pool[npool + j] = kp_data[kp_off[0] + j]
             kone[i] = 1
             kstart[i] = npool
-            klen_[i] = n
+            key_len[i] = n
             khash[i] = kp_hash[0]
             npool += n
     return npool
 
 
 @njit(cache=True, nogil=True)
-def clear_duplicates(words, cand, qcount, slow, slow_q, fq_ptr, fq_tok, kone, kstart, klen_, khash, kpool, tdata, toff,
-                     hdr, frames, kbuf, kp_off, kp_len, kp_prev, kp_hash, kp_data, shdr, sframes, skbuf):
+def clear_duplicates(words, cand, qcount, slow, slow_q, fq_ptr, fq_tok, kone, kstart, key_len, khash, kpool, tdata,
+                     toff, hdr, frames, kbuf, kp_off, kp_len, kp_prev, kp_hash, kp_data, shdr, sframes, skbuf):
     """Clear from ``words`` every allowed token that would complete a duplicate key from the
     state ``hdr/frames/kbuf``.  OK or OVERFLOW.
 
@@ -120,7 +120,7 @@ def clear_duplicates(words, cand, qcount, slow, slow_q, fq_ptr, fq_tok, kone, ks
     has no key yet only those with three quotes or more can (one ends this key, which has nothing
     to repeat, two complete another).  Between values and in a value string of an object,
     ``kone[s, i]`` (``s``: :data:`_ONE_KEY_STARTS`) says what ``cand[i]`` does from there: 0
-    completes no key, 1 completes the one key ``kpool[kstart[s, i]:][:klen_[s, i]]`` (hash
+    completes no key, 1 completes the one key ``kpool[kstart[s, i]:][:key_len[s, i]]`` (hash
     ``khash``) of this object, -1 anything else (replayed)."""
     depth = hdr[DEPTH]
     used = False
@@ -193,7 +193,7 @@ def clear_duplicates(words, cand, qcount, slow, slow_q, fq_ptr, fq_tok, kone, ks
             if k == 0:
                 continue
             if k == 1:
-                if has_key(frames[depth - 1, 2], khash[s, i], kpool, kstart[s, i], klen_[s, i], kp_off, kp_len,
+                if has_key(frames[depth - 1, 2], khash[s, i], kpool, kstart[s, i], key_len[s, i], kp_off, kp_len,
                             kp_prev, kp_hash, kp_data):
                     words[w] = words[w] & ~bit
                 continue
@@ -236,7 +236,7 @@ def _vocab_tables(vocab):
     slow = np.array([t for t in cand[~fast].tolist() if _ends_string(data[off[t]:off[t + 1]].tobytes())], np.int64)
     ns, nc = len(_ONE_KEY_STARTS), cand.shape[0]
     kone, kstart, klen, khash = (np.zeros((ns, nc), np.int64) for _ in range(4))
-    pool = np.zeros(int(off[-1]) * ns + 1, np.uint8)  # keys are token bytes: room for all of them
+    pool = np.zeros(int((off[cand + 1] - off[cand]).sum()) * ns + 1, np.uint8)  # keys are bytes of the candidates
     npool = 0
     for s, (mode, fstate) in enumerate(_ONE_KEY_STARTS):
         npool = one_key_table(data, off, cand, mode, fstate, kone[s], kstart[s], klen[s], khash[s], pool, npool)

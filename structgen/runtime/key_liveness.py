@@ -432,7 +432,6 @@ def prune_table(words, ids, kind, poff, klo, khi, tdata, toff, q, qlen, head, ro
     return cleared
 
 
-
 @njit(cache=True, nogil=True)
 def prune_groups(words, ids, kind, poff, klo, khi, sel, goff, roots, roff, tdata, toff, q, qlen, head, kdata, koff,
                  trans, bc, acc, memo, bmask, stack_s, stack_b):
