@@ -184,6 +184,11 @@ CORPUS = {
     "lark-python": ("lark_python.lark", "lark", "file_input",
                     {"postlex": {"nl_type": "_NEWLINE", "open_paren_types": ("LPAR", "LSQB", "LBRACE"),
                                  "close_paren_types": ("RPAR", "RSQB", "RBRACE")}}),
+    # Lark's basic lexer (what its lalr parser lexes with): longest matches, keywords never names
+    "lark-csv-basic": ("lark_csv.lark", "lark", "start", {"lexer": "basic"}),
+    "lark-python-basic": ("lark_python.lark", "lark", "file_input",
+                          {"postlex": {"nl_type": "_NEWLINE", "open_paren_types": ("LPAR", "LSQB", "LBRACE"),
+                                       "close_paren_types": ("RPAR", "RSQB", "RBRACE")}, "lexer": "basic"}),
     "lark-verilog": ("lark_verilog.lark", "lark", "start"),
     # Lark's Indenter compiled in (peers: no indentation post-lexer)
     "lark-indented-tree": ("lark_indented_tree.lark", "lark", "start", {"postlex": {"nl_type": "_NL"}}),

@@ -228,3 +228,26 @@ def lark_accepts(parser, s: str) -> bool:
         return True
     except lark.exceptions.LarkError:
         return False
+
+
+def bounded_language(cfg, n: int) -> set:
+    """Every sentence of at most ``n`` terminals of a :class:`structgen.cfg.CFG` (its terminal
+    names concatenated: single characters spell the text), by a least fixpoint over finite sets:
+    exact, for tiny grammars."""
+    lang = {a: set() for a in cfg.rules}
+    changed = True
+    while changed:
+        changed = False
+        for a, alts in cfg.rules.items():
+            for rhs in alts:
+                cur = {()}
+                for s in rhs:
+                    parts = {(s,)} if s not in cfg.rules else lang[s]
+                    cur = {x + y for x in cur for y in parts if len(x) + len(y) <= n}
+                    if not cur:
+                        break
+                new = cur - lang[a]
+                if new:
+                    lang[a] |= new
+                    changed = True
+    return {"".join(x) for x in lang[cfg.start]}

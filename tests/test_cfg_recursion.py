@@ -18,7 +18,7 @@ from structgen.errors import LimitExceeded
 from structgen.frontends import gbnf_to_cfg, lark_to_cfg
 from structgen.vocab.vocabulary import Vocabulary
 
-from .helpers import load_vocab
+from .helpers import bounded_language, load_vocab
 
 QUOTED_RR = 'root ::= "\\"" s "\\""\ns ::= "" | [^"\\\\] s\n'
 XGRAMMAR_STRING = ('root ::= "\\"" s1 "\\""\n'
@@ -103,27 +103,6 @@ def random_cfg(rng: random.Random):
         rules[a] = alts
     terms = {c: literal_terminal(c) for c in ALPHA}
     return CFG("S", rules, terms)
-
-
-def bounded_language(cfg: CFG, n: int) -> set:
-    """Every sentence of length <= n (a least fixpoint over finite sets: exact)."""
-    lang = {a: set() for a in cfg.rules}
-    changed = True
-    while changed:
-        changed = False
-        for a, alts in cfg.rules.items():
-            for rhs in alts:
-                cur = {""}
-                for s in rhs:
-                    parts = {s} if s in cfg.terminals else lang[s]
-                    cur = {x + y for x in cur for y in parts if len(x) + len(y) <= n}
-                    if not cur:
-                        break
-                new = cur - lang[a]
-                if new:
-                    lang[a] |= new
-                    changed = True
-    return lang[cfg.start]
 
 
 def test_rewrite_keeps_language_and_live_prefixes(monkeypatch):

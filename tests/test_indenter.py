@@ -355,6 +355,9 @@ def test_python_lark_accepts_real_files(vocab):
 
     text = (Path(__file__).parent.parent / "benchmarks" / "grammars" / "lark_python.lark").read_text()
     cg = sg.compile(sg.Grammar.from_lark(text, start="file_input", postlex=PythonIndenter()), vocab("llama3"))
+    # the Indenter's columns and the lookahead conditions, written per prefix of each rule
+    # (grammar.left_chains), not per combination over whole rules: 3.3M dotted rules before
+    assert cg.engine.tables.n_dr < 400_000, cg.engine
     parser = lark.Lark(text, parser="lalr", postlex=PythonIndenter(), start="file_input")
     here = os.path.dirname(lark.__file__)
     for name in ("indenter.py", "grammar.py", "parsers/lalr_parser_state.py"):
@@ -364,6 +367,46 @@ def test_python_lark_accepts_real_files(vocab):
     for bad in ("if x:\n        a\n    b\n", "def f(x):\n", "x = (1,\n"):
         assert not _lark_ok(parser, bad)
         assert not _accepts(cg, bad), bad
+
+
+PY_PROGRAMS = ("if x:\n    pass\n", "ifx:\n    pass\n", "ifx = 1\n", "aisx\n", "a is x\n", "_, a = 1, 2\n",
+               "def f(a, *b):\n    return a\n", "returnx\n", "x = 1if y else 2\n", "x = r'a' + b\"c\"\n",
+               "while x:\n\tx -= 1\nelse:\n\tpass\n", "lambdax: 1\n", "x == 1 != 2\n", "x = [\n 1,\n]\n",
+               "class C(B):\n    def f(self): pass\n", "import a.b as c\n", "x = 0x1f + 1e5 + 1_000j\n",
+               "notx or y\n", "for i in x: print(i)\n", "x = ...\n", "x = a[1:2, ::3]\n")
+
+
+def test_python_lark_basic_lexer_as_lark(vocab):
+    """python.lark with ``lexer="basic"`` (Lark's basic lexer: keywords never names, every token its
+    longest match) under the PythonIndenter: the prefix chains keep its conditions' product small
+    enough to compile; programs and their one-character mutations are judged as Lark's ``lalr``
+    parser with the basic lexer judges them, and lark's own files as well."""
+    import os
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "benchmarks" / "grammars" / "lark_python.lark").read_text()
+    g = sg.Grammar.from_lark(text, start="file_input", postlex=PythonIndenter(), lexer="basic")
+    cg = sg.compile(g, vocab("llama3"))
+    parser = lark.Lark(text, parser="lalr", lexer="basic", postlex=PythonIndenter(), start="file_input")
+    rng = random.Random(3)
+    seen = {True: 0, False: 0}
+    for prog in PY_PROGRAMS:
+        cases = [prog]
+        for _ in range(6):
+            i = rng.randrange(len(prog))
+            cases.append(prog[:i] + prog[i + 1:])
+            cases.append(prog[:i] + rng.choice(" _x1:(=\n") + prog[i:])
+        for s in cases:
+            ok = _lark_ok(parser, s)
+            if ok is None:
+                continue
+            seen[ok] += 1
+            assert _accepts(cg, s) == ok, repr(s)
+    assert seen[True] > 40 and seen[False] > 40, seen
+    here = os.path.dirname(lark.__file__)
+    for name in ("indenter.py", "parsers/lalr_parser_state.py"):
+        src = Path(here, name).read_text()
+        assert _accepts(cg, src) == _lark_ok(parser, src), name
 
 
 def test_max_follow_rules_can_be_raised_and_lowered():

@@ -13,7 +13,9 @@ have not settled.  Each terminal ``T`` read with pending set ``p`` is split by t
 ``q`` its lexemes leave (:meth:`_Follow.split`: a product of ``T``'s DFA with the conditions,
 dropping a condition whose state accepts every continuation and refusing a lexeme that kills
 one); a nonterminal ``A`` becomes ``A`` from ``p`` to ``q`` for the pairs its derivations link.
-The input ends where every pending state accepts the empty rest.  Only the pairs reachable from
+The input ends where every pending state accepts the empty rest.  Rules are split into prefix
+chains first (:func:`.grammar.left_chains`): a rule written per combination of the pending sets its
+symbols pass on multiplies over its length, a chain of prefixes adds up.  Only the pairs reachable from
 the start are built; with no pending condition, symbols keep their names and rules.
 """
 from __future__ import annotations
@@ -26,7 +28,7 @@ from ..automaton.dfa import ByteDFA
 from ..automaton.minimize import canonical_dfa
 from ..automaton.product import shared_classes
 from ..errors import GrammarError, LimitExceeded
-from .grammar import CFG, name_maker, trim
+from .grammar import CFG, left_chains, name_maker, trim
 from .terminals import build
 
 __all__ = ["resolve_follow", "DEFAULT_MAX_FOLLOW_RULES"]
@@ -179,7 +181,8 @@ def resolve_follow(cfg: CFG, rests: dict, max_states: int = 100_000,
     f = _Follow(cfg, rests, max_states)
     if not f.own:
         return cfg
-    rules, terms = cfg.rules, cfg.terminals
+    terms = cfg.terminals
+    rules = left_chains(cfg.rules, name_maker(set(cfg.rules) | set(terms)))
 
     # the pending ids each (nonterminal, pending id) can leave, from the start: a fixpoint
     outs = {(cfg.start, 0): set()}

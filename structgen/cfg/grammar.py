@@ -215,3 +215,29 @@ def right_to_left(rules: dict, keep=frozenset()) -> dict:
         out[rep] = [()] + [(rep,) + alpha for alpha in dict.fromkeys(rec) if alpha]
         out[a] = [(rep,) + beta for beta in base]
     return out
+
+
+def left_chains(rules: dict, fresh, min_len: int = 3) -> dict:
+    """The rules with every right-hand side of ``min_len`` or more symbols split into a
+    left-linear chain of its prefixes (same language): ``A ::= X1 X2 X3`` becomes
+    ``A ::= A$pre X3`` with ``A$pre ::= X1 X2``; equal prefixes (of any rule) share one name.
+
+    Constructions that write a variant of a rule per combination of what its symbols leave
+    behind (the Indenter's column and ending, pending lookahead conditions) then write a few
+    alternatives per prefix instead of their product over the whole right-hand side, and an
+    Earley prediction of ``A`` predicts prefixes, not every combination.  The last symbol of a
+    rule stays last, so right recursion keeps the tail form :func:`right_to_left` turns into
+    a loop.  ``fresh(base)`` makes new names (:func:`name_maker`)."""
+    made: dict = {}
+    out: dict = {}
+
+    def prefix(owner: str, syms: tuple) -> str:
+        name = made.get(syms)
+        if name is None:
+            name = made[syms] = fresh(f"{owner}$pre")
+            out[name] = [(prefix(owner, syms[:-1]), syms[-1]) if len(syms) > 2 else syms]
+        return name
+
+    for a, alts in rules.items():
+        out[a] = [(prefix(a, rhs[:-1]), rhs[-1]) if len(rhs) >= min_len else rhs for rhs in alts]
+    return out

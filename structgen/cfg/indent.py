@@ -22,7 +22,9 @@ grammar over text with the same language, for columns up to ``max_column``:
   rule that goes on, at that rule's column: the dedent lands exactly on a column of the stack)
   and ``E`` (the input ends after it; the remaining ``_DEDENT`` s come from the end of input).
   A newline written at column ``c`` is the terminal ``NL`` restricted to last lines of weight
-  ``c``, followed by no byte that would make it longer.
+  ``c``, followed by no byte that would make it longer.  Rules are split into prefix chains first
+  (:func:`~.grammar.left_chains`), so each prefix gets a few variants instead of one rule getting
+  every combination of its symbols' endings (python.lark: 3.3M dotted rules before, 250,000 after).
 
 Rules must put each ``_INDENT`` right after ``NL`` with its ``_DEDENT`` in the same rule, and
 balance brackets within a rule (else :class:`Unsupported` naming the rule).  A line indented
@@ -39,7 +41,7 @@ from ..automaton.build import embedded
 from ..automaton.dfa import ByteDFA
 from ..automaton.minimize import canonical_dfa
 from ..errors import GrammarError, LimitExceeded, OptionError, Unsupported
-from .grammar import CFG, name_maker
+from .grammar import CFG, left_chains, name_maker
 from .terminals import build
 
 __all__ = ["Indenter", "python_indenter", "apply_indenter", "DEFAULT_MAX_COLUMN"]
@@ -260,6 +262,7 @@ def apply_indenter(cfg: CFG, ind: Indenter, max_states: int = 100_000, nl_varian
             rules[a] = alts
 
     # 3. columns
+    rules = left_chains(rules, fresh)
     nullable = _nullable(rules, terminals)
     relevant = _relevant(rules, NL, seg_inner)
     W = ind.max_column

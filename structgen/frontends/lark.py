@@ -248,7 +248,8 @@ def lark_to_cfg(text: str, start: str = "start", import_paths=None, source_path=
         return CFG(hit.start, dict(hit.rules), dict(hit.terminals), list(hit.ignore), dict(hit.positions))
     import lark
 
-    dkey = "\0".join((lark.__version__, start, regex_syntax, repr(ikey), text)).encode("utf-8", "surrogatepass")
+    dkey = "\0".join((_READ_VERSION, lark.__version__, start, regex_syntax, repr(ikey), text))
+    dkey = dkey.encode("utf-8", "surrogatepass")
     cfg = diskcache.load("lark", dkey)
     if not isinstance(cfg, CFG):
         cfg = _lark_to_cfg(text, start, regex_syntax=regex_syntax, indenter=indenter, lexer=lexer,
@@ -258,6 +259,9 @@ def lark_to_cfg(text: str, start: str = "start", import_paths=None, source_path=
     return CFG(cfg.start, dict(cfg.rules), dict(cfg.terminals), list(cfg.ignore), dict(cfg.positions))
 
 
+#: in the disk cache's key: what the reader writes (2: rules split into prefix chains before the
+#: Indenter's columns and the lookahead conditions)
+_READ_VERSION = "2"
 _CACHE = caching.LRU(64, name="lark.cfg")  # (text, start, syntax) -> CFG (terminal IR nodes are immutable)
 
 _CODE_POINT_ESCAPE = re.compile(r"\\(?:([xuU])\{([0-9A-Fa-f]+)\}|x([0-9A-Fa-f]{2})|u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.))",
