@@ -407,6 +407,35 @@ def test_python_lark_basic_lexer_as_lark(vocab):
     for name in ("indenter.py", "parsers/lalr_parser_state.py"):
         src = Path(here, name).read_text()
         assert _accepts(cg, src) == _lark_ok(parser, src), name
+    # sampled under the mask (llama3, tokens of a small Python-like alphabet preferred): what ends
+    # accepting parses
+    v = vocab("llama3")
+    pieces = {"if", " if", "x", " x", "_", " _", " =", " ==", " 1", "1", " 0", ":", ":\n", "\n", "\n   ", "\n    ",
+              "    ", " (", "(", ")", ",", " else", "else", " return", "pass", " pass", " not", " is", " and",
+              "ifx", " ifx", "1if", "0x", " def", " f", "():", "\"", " '", "'"}
+    preferred = {i for i in range(v.size) if v.token_bytes(i) is not None
+                 and v.token_bytes(i).decode("utf-8", "replace") in pieces}
+    closers = {i for i in preferred if v.token_bytes(i) in (b")", b"\n", b"'", b'"', b" 1", b" pass")}
+    bm = sg.allocate_bitmask(1, v.logits_width)
+    eos = set(v.eos_ids)
+    finished = 0
+    for _ in range(16):
+        m, out = cg.matcher(), b""
+        for step in range(60):
+            m.fill_bitmask(bm, 0)
+            allowed = [int(t) for t in sg.bitmask_to_ids(bm[0])]
+            if step > 8 and m.is_accepting() and rng.random() < 0.5:
+                break
+            good = [t for t in allowed if t in (closers if step > 30 else preferred)]
+            t = rng.choice(good if good and rng.random() < 0.95 else [t for t in allowed if t not in eos] or allowed)
+            if t in eos:
+                break
+            assert m.advance(t)
+            out += v.token_bytes(t)
+        if m.is_accepting():
+            assert _lark_ok(parser, out.decode()) in (True, None), repr(out)
+            finished += 1
+    assert finished >= 4, finished
 
 
 def test_max_follow_rules_can_be_raised_and_lowered():
