@@ -57,9 +57,12 @@ def _fresh(ref, words):
 
 @pytest.mark.parametrize("text", [CSV, LIST, ARITH], ids=["csv", "list", "arith"])
 @pytest.mark.parametrize("seed", range(4))
-def test_memo_masks_equal_fresh_ones(text, seed, monkeypatch):
+@pytest.mark.parametrize("keys", ["signature", "frontier"])
+def test_memo_masks_equal_fresh_ones(text, seed, keys, monkeypatch):
     monkeypatch.setattr(cm, "MEMO_MIN_SECONDS", -1.0)   # every matcher keeps masks from the first
     monkeypatch.setattr(cm, "MEMO_PROBATION", 1 << 30)  # and keeps its memo
+    if keys == "frontier":  # no signature fits: every key is the frontier's
+        monkeypatch.setattr(cm, "_KEY_WORDS", 1)
     vocab = _vocab()
     cg = sg.compile(sg.Grammar.from_lark(text), vocab, cache=False)
     rng = np.random.default_rng(seed)
@@ -67,10 +70,12 @@ def test_memo_masks_equal_fresh_ones(text, seed, monkeypatch):
     ref = cg.matcher()
     words = np.empty(cg.engine.words, np.uint32)
     snaps = []
-    hits = 0
+    hits = sig_hits = 0
     for step in range(160):
         if m._memo is not None and not m.is_terminated():
-            hits += m._config_key(m.engine) in m._memo
+            by_front = b"F" + m._front.tobytes() in m._memo
+            hits += by_front or m._config_key(m.engine) in m._memo
+            sig_hits += not by_front and m._config_key(m.engine) in m._memo
         got = m.mask_words()
         want = _fresh(ref, words.copy())
         assert np.array_equal(got, want), step
@@ -96,6 +101,7 @@ def test_memo_masks_equal_fresh_ones(text, seed, monkeypatch):
             m.reset()
             ref.reset()
     assert hits > 0   # the memo served masks
+    assert (sig_hits > 0) == (keys == "signature")  # some by signature alone, where signatures fit
 
 
 def test_memo_is_dropped_when_the_chart_goes_back(monkeypatch):

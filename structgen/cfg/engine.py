@@ -114,6 +114,9 @@ class Tables:
         _grammar_sets(NN, self.dr_next, self.dr_lhs, self.nt_dr0, np.ascontiguousarray(starts).view(np.uint64),
                       self.nullable, fol)
         self.follow = np.unpackbits(fol.view(np.uint8), axis=1, bitorder="little")
+        # per lexer state, the bytes it steps on (256 bits): a lexeme predicted at a boundary list
+        # none of whose children's bytes it takes is dropped before its cache entry is looked up
+        self.gfirst = np.ascontiguousarray(np.packbits(trans >= 0, axis=1, bitorder="little")).view(np.uint64)
 
     def args(self):
         return (self.NN, self.dr_next, self.dr_lhs, self.nt_ptr, self.nt_dr0, self.nullable, self.final_dr,
@@ -587,7 +590,7 @@ class CompiledCFG:
         self.lexer_aids = mk.LexerAids(*self.free_lexer(), *self.runs())  # built once: the same arrays every mask
         # the same arrays as one table (:data:`structgen.cfg.mask.PACKED_GRAMMAR`), for the packed mask kernel
         named = {**self.grammar_arrays._asdict(), **self.trie_arrays._asdict(), "follow": self.tables.follow,
-                 **self.lexer_aids._asdict()}
+                 **self.lexer_aids._asdict(), "gfirst": self.tables.gfirst}
         self.packed_grammar = Packed(tuple(named[k] for k in mk.PACKED_GRAMMAR))
         self.prefill_thread = None
         if prefill_seconds > 0:

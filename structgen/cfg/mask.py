@@ -324,7 +324,8 @@ def expand_mask(front, nfront, n_sets, items, set_off,
                 ht_keys, ht_vals, ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_kb, bl_kids,
                 bl_term, bl_uoff, bl_un, cnt, follow, fill, root_done,
                 scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb, ftrans, facc, fout,
-                chain, cum, impure, u_trans, u_acc, u0, words, estamp, bstamp, work, ptask, vkeys, vstamp, pkeys, pstamp, pval, predbuf):
+                chain, cum, impure, u_trans, u_acc, u0, gfirst, words, estamp, bstamp, work, ptask, vkeys, vstamp, pkeys,
+                pstamp, pval, predbuf):
     """OR into ``words`` every token allowed from the parse state (chart ``items`` /
     ``set_off`` with ``n_sets`` committed sets, frontier ``front[:nfront]``), EOS aside.
 
@@ -337,6 +338,9 @@ def expand_mask(front, nfront, n_sets, items, set_off,
     missing entry returns MISS; with ``fill`` true it is computed and appended
     (the caller publishes ``ht_keys``/``cnt`` afterwards).  With ``root_done``
     the bits of the frontier's own entries (list 0) are already in ``words``.
+
+    ``gfirst[g]``: the bytes lexer state ``g`` steps on (256 bits); a state predicted at a list
+    none of whose children it can step on is not queued (its entry would be empty).
 
     Order: the bits of every queued (list, state, set) triple are OR-ed before the
     parser is asked about any boundary (queue ``ptask``), so a boundary list
@@ -502,8 +506,25 @@ def expand_mask(front, nfront, n_sets, items, set_off,
             pval[ps, 1] = po
             pval[ps, 2] = pn
             np_ += 1
+        # the bytes of the list's children: a lexeme that takes none of them has nothing below it
+        # (worth finding when the prediction starts many lexemes: python.lark's start 50 or more)
+        kb = bl_kb[257 * bl2:257 * bl2 + 257]
+        b0 = b1 = b2 = b3 = np.uint64(0) if pn > 8 else ~np.uint64(0)
+        for x in range(256 if pn > 8 else 0):
+            if kb[x + 1] > kb[x]:
+                bit = np.uint64(1) << np.uint64(x & 63)
+                if x < 64:
+                    b0 |= bit
+                elif x < 128:
+                    b1 |= bit
+                elif x < 192:
+                    b2 |= bit
+                else:
+                    b3 |= bit
         for r in range(po, po + pn):
             g2 = predbuf[r, 0]
+            if (gfirst[g2, 0] & b0) | (gfirst[g2, 1] & b1) | (gfirst[g2, 2] & b2) | (gfirst[g2, 3] & b3) == 0:
+                continue
             vk = (np.int64(bl2) * NG + g2) * SC + k2
             vs = _sslot(vkeys, vstamp, cur, vk)
             if vstamp[vs] == cur:
@@ -649,7 +670,7 @@ def expand_mask_packed(front, nfront, n_sets, fill, root_done, words, m, NN, u0,
         view1(s, 0, u4), view1(s, 1, i4), view1(s, 2, i4), view1(s, 3, i8), view1(s, 4, i8), view2(s, 5, i4),
         view1(s, 6, i8), view1(s, 7, u1),
         view2(g, 17, i4), view1(g, 18, u1), view1(g, 19, u1), view1(g, 20, i4), view2(g, 21, u4), view1(g, 22, u1),
-        view2(g, 23, i4), view1(g, 24, u1), u0,
+        view2(g, 23, i4), view1(g, 24, u1), u0, view2(g, 25, np.uint64),
         words, view1(m, 4, i8), view2(m, 5, i8), view2(m, 6, i4), view2(m, 7, i4), view1(m, 8, i8),
         view1(m, 9, i8), view1(m, 10, i8), view1(m, 11, i8), view2(m, 12, i4), view2(m, 13, i4))
 
@@ -689,7 +710,8 @@ KERNEL_ORDERS = {
 }
 
 #: The rows of :func:`expand_mask_packed`'s grammar table: what never changes for a compiled grammar.
-PACKED_GRAMMAR = (GrammarArrays._fields[1:] + TrieArrays._fields + ("follow",) + LexerAids._fields[:-1])
+PACKED_GRAMMAR = (GrammarArrays._fields[1:] + TrieArrays._fields + ("follow",) + LexerAids._fields[:-1]
+                  + ("gfirst",))
 #: The rows of :func:`expand_mask_packed`'s matcher table: a matcher's chart and per-mask scratch.
 PACKED_MATCHER = ("items", "set_off", "mark", "stampbox", "estamp", "bstamp", "work", "ptask", "vkeys", "vstamp",
                   "pkeys", "pstamp", "pval", "predbuf", "comp", "fbuf")

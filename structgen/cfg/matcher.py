@@ -14,9 +14,9 @@ of the lexer DFAs, the states those of the frontier's lexemes.
 
 Mask memo: once a mask of this matcher has cost more than ``MEMO_MIN_SECONDS``, such masks
 are kept (the last ``MEMO_MASKS``) under :func:`~structgen.cfg.earley.frontier_signature`,
-which names what a mask reads of the chart -- a repeated configuration (the next word of a
-CSV row, the next byte of a right-recursive string) then costs a lookup instead of a mask
-computation.  A matcher whose lookups seldom hit (under 1 in 16 after ``MEMO_PROBATION``)
+which names what a mask reads of the chart, and under the frontier itself -- a repeated
+configuration (the next word of a CSV row, the next byte of a right-recursive string, the next
+token of a docstring) then costs a lookup instead of a mask computation.  A matcher whose lookups seldom hit (under 1 in 16 after ``MEMO_PROBATION``)
 stops keeping masks.  The key refers to committed sets by number, so the memo is dropped
 whenever the chart goes back (``rollback``, ``restore``, ``reset``); a fork starts without one.
 """
@@ -37,7 +37,7 @@ from . import earley
 from . import mask as mk
 
 
-MEMO_MASKS = 8              # masks a matcher keeps under their configuration's key
+MEMO_MASKS = 8              # masks a matcher keeps (each under two keys)
 MEMO_MIN_SECONDS = 100e-6   # the memo starts after, and keeps, masks that took longer than this
 MEMO_PROBATION = 64         # lookups after which a memo that finds under 1 in 16 is dropped
 _KEY_WORDS = 4096           # longest configuration key (int64 words); longer: not kept
@@ -308,7 +308,7 @@ class CFGMatcher(Matcher, ByteStateView):
 
     def _config_key(self, e):
         """The current configuration's memo key (bytes), or None (see the module docstring)."""
-        if self._keybuf is None:
+        if self._keybuf is None or self._keybuf.shape[0] != _KEY_WORDS:
             self._keybuf = np.empty(_KEY_WORDS, np.int64)
         ga = e.grammar_arrays
         front = self._front
@@ -318,13 +318,20 @@ class CFGMatcher(Matcher, ByteStateView):
 
     def _compute(self, e, words: np.ndarray) -> None:
         """The mask words, EOS aside, into ``words``: from the memo (see the module docstring),
-        else computed (:meth:`_compute_fresh`)."""
+        else computed (:meth:`_compute_fresh`).  A mask is kept under its configuration's key and
+        under the frontier itself (lexer state and origin set of each lexeme: the same committed
+        sets at every point the memo lives, so exact too), which repeats where the chart has not
+        moved -- inside a long lexeme (a docstring, a comment) -- and is cheaper to look up, or
+        the only key where a signature is too long."""
         memo = self._memo
         key = None
+        raw = b"F" + self._front.tobytes()  # (odd length: never a signature key, 8 bytes a word)
         if memo is not None:
-            key = self._config_key(e)
             self._memo_looks += 1
-            hit = memo.get(key) if key is not None else None
+            hit = memo.get(raw)
+            if hit is None:
+                key = self._config_key(e)
+                hit = memo.get(key) if key is not None else None
             if hit is not None:
                 self._memo_hits += 1
                 words[:] = hit
@@ -341,10 +348,12 @@ class CFGMatcher(Matcher, ByteStateView):
                 return
             memo = self._memo = {}
             key = self._config_key(e)
-        if key is not None:
-            if len(memo) >= MEMO_MASKS:
-                del memo[next(iter(memo))]
-            memo[key] = words.copy()
+        kept = words.copy()
+        for k in (raw, key):
+            if k is not None:
+                if len(memo) >= 2 * MEMO_MASKS:
+                    del memo[next(iter(memo))]
+                memo[k] = kept
 
     def _compute_fresh(self, e, words: np.ndarray) -> None:
         """The mask words, EOS aside, into ``words`` (see :func:`structgen.cfg.mask.expand_mask`).
