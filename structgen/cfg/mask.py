@@ -346,8 +346,8 @@ def expand_mask(front, nfront, n_sets, items, set_off,
     parser is asked about any boundary (queue ``ptask``), so a boundary list
     whose tokens are already all allowed is skipped without a prediction.
 
-    Per-mask scratch of the matcher: ``estamp`` / ``bstamp`` (entry OR-ed / how much of a
-    list is known covered, see :func:`_covered`), ``work`` (triples), ``ptask`` (boundaries to predict after),
+    Per-mask scratch of the matcher: ``estamp`` / ``bstamp`` (entry OR-ed / per list: how much
+    of it is known covered, see :func:`_covered`, and its children's bytes, :func:`_list_bytes`), ``work`` (triples), ``ptask`` (boundaries to predict after),
     ``vkeys/vstamp`` (triples seen), ``pkeys/pstamp/pval`` ((terminal, set) ->
     (temp set, offset, count) in ``predbuf``); the stamp tables are live where
     their stamp equals ``stampbox[1]``.
@@ -506,21 +506,13 @@ def expand_mask(front, nfront, n_sets, items, set_off,
             pval[ps, 1] = po
             pval[ps, 2] = pn
             np_ += 1
-        # the bytes of the list's children: a lexeme that takes none of them has nothing below it
-        # (worth finding when the prediction starts many lexemes: python.lark's start 50 or more)
-        kb = bl_kb[257 * bl2:257 * bl2 + 257]
-        b0 = b1 = b2 = b3 = np.uint64(0) if pn > 8 else ~np.uint64(0)
-        for x in range(256 if pn > 8 else 0):
-            if kb[x + 1] > kb[x]:
-                bit = np.uint64(1) << np.uint64(x & 63)
-                if x < 64:
-                    b0 |= bit
-                elif x < 128:
-                    b1 |= bit
-                elif x < 192:
-                    b2 |= bit
-                else:
-                    b3 |= bit
+        # the bytes of the list's children (once per list and mask): a lexeme that takes none of
+        # them has nothing below it
+        if bstamp[bl2, 2] != cur:
+            _list_bytes(bl_kb[257 * bl2:257 * bl2 + 257], bstamp[bl2])
+            bstamp[bl2, 2] = cur
+        b0, b1 = np.uint64(bstamp[bl2, 3]), np.uint64(bstamp[bl2, 4])
+        b2, b3 = np.uint64(bstamp[bl2, 5]), np.uint64(bstamp[bl2, 6])
         for r in range(po, po + pn):
             g2 = predbuf[r, 0]
             if (gfirst[g2, 0] & b0) | (gfirst[g2, 1] & b1) | (gfirst[g2, 2] & b2) | (gfirst[g2, 3] & b3) == 0:
@@ -539,6 +531,18 @@ def expand_mask(front, nfront, n_sets, items, set_off,
             work[nw, 2] = k2
             nw += 1
     return OK
+
+
+@njit(cache=True, nogil=True)
+def _list_bytes(kb, row):
+    """``row[3:7]``: the bytes with a bucket in ``kb`` (a list's 257 bucket offsets), as four
+    64-bit words (stored as int64)."""
+    w = np.zeros(4, np.uint64)
+    for x in range(256):
+        if kb[x + 1] > kb[x]:
+            w[x >> 6] |= np.uint64(1) << np.uint64(x & 63)
+    for i in range(4):
+        row[3 + i] = np.int64(w[i])
 
 
 @njit(cache=True, nogil=True)

@@ -63,7 +63,7 @@ class CFGMatcher(Matcher, ByteStateView):
         self._fbuf = np.empty((2, self._fcap, 2), np.int32)
         # per-mask scratch of expand_mask (stamped tables: cleared by bumping _stamp[1])
         self._estamp = np.zeros(256, np.int64)
-        self._bstamp = np.zeros((256, 2), np.int64)
+        self._bstamp = np.zeros((256, 7), np.int64)  # see mask.expand_mask
         self._work = np.empty((1024, 3), np.int32)
         self._ptask = np.empty((1024, 3), np.int32)
         self._vkeys, self._vstamp = _stamped(2048)
@@ -418,7 +418,7 @@ class CFGMatcher(Matcher, ByteStateView):
             self._estamp = np.zeros(snap.ent_bl2.shape[0], np.int64)
             self._mpack = None
         if self._bstamp.shape[0] < snap.bl_off.shape[0]:
-            self._bstamp = np.zeros((snap.bl_off.shape[0], 2), np.int64)
+            self._bstamp = np.zeros((snap.bl_off.shape[0], 7), np.int64)
             self._mpack = None
 
     def _run(self, e, snap, words, fill: bool, root_done: bool) -> int:
