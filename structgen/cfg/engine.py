@@ -511,7 +511,8 @@ def _normalise(cfg: CFG, max_states: int):
         else:
             dfas[t] = d
             terminals[t] = node
-    rules = {a: [tuple(rename.get(s, s) for s in rhs) for rhs in alts] for a, alts in rules.items()}
+    if rename:  # (most JSON Schema grammars have no terminal matching the empty text)
+        rules = {a: [tuple(rename.get(s, s) for s in rhs) for rhs in alts] for a, alts in rules.items()}
     rules = right_to_left(rules, keep={cfg.start})
     start_alts = [(cfg.start,)]
     if ign_dfas:
