@@ -46,6 +46,7 @@ def _takes(cg, s: str) -> bool:
 @example("(?=a)*")
 @example("[\\w-a]")
 @example("\\-")
+@example("[\\-]")
 @example("]")
 @example("{")
 @example("\\u{110000}")
