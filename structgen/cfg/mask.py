@@ -347,7 +347,8 @@ def expand_mask(front, nfront, n_sets, items, set_off,
     whose tokens are already all allowed is skipped without a prediction.
 
     Per-mask scratch of the matcher: ``estamp`` / ``bstamp`` (entry OR-ed / per list: how much
-    of it is known covered, see :func:`_covered`, and its children's bytes, :func:`_list_bytes`), ``work`` (triples), ``ptask`` (boundaries to predict after),
+    of it is known covered, see :func:`_covered`, and its children's bytes, :func:`_list_bytes`),
+    ``work`` (triples), ``ptask`` (boundaries to predict after),
     ``vkeys/vstamp`` (triples seen), ``pkeys/pstamp/pval`` ((terminal, set) ->
     (temp set, offset, count) in ``predbuf``); the stamp tables are live where
     their stamp equals ``stampbox[1]``.

@@ -16,8 +16,8 @@ Mask memo: once a mask of this matcher has cost more than ``MEMO_MIN_SECONDS``, 
 are kept (the last ``MEMO_MASKS``) under :func:`~structgen.cfg.earley.frontier_signature`,
 which names what a mask reads of the chart, and under the frontier itself -- a repeated
 configuration (the next word of a CSV row, the next byte of a right-recursive string, the next
-token of a docstring) then costs a lookup instead of a mask computation.  A matcher whose lookups seldom hit (under 1 in 16 after ``MEMO_PROBATION``)
-stops keeping masks.  The key refers to committed sets by number, so the memo is dropped
+token of a docstring) then costs a lookup instead of a mask computation.  A matcher whose
+lookups seldom hit (under 1 in 16 after ``MEMO_PROBATION``) stops keeping masks.  The key refers to committed sets by number, so the memo is dropped
 whenever the chart goes back (``rollback``, ``restore``, ``reset``); a fork starts without one.
 """
 from __future__ import annotations
