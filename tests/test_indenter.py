@@ -6,13 +6,12 @@ from __future__ import annotations
 import itertools
 import random
 
-import numpy as np
 import pytest
 
 lark = pytest.importorskip("lark")
 
 import structgen as sg  # noqa: E402
-from structgen.cfg.indent import apply_indenter, greedy_variants, last_line_weight  # noqa: E402
+from structgen.cfg.indent import greedy_variants, last_line_weight  # noqa: E402
 from structgen.cfg.terminals import build  # noqa: E402
 from structgen.frontends.regex import parse_regex  # noqa: E402
 from structgen.vocab.vocabulary import Vocabulary  # noqa: E402
@@ -292,31 +291,39 @@ def test_walks_on_llama3_parse(mini, vocab):
                  and v.token_bytes(i).decode("utf-8", "replace") in pieces}
     assert len(preferred) > 20
     rng = random.Random(11)
-    bm = sg.allocate_bitmask(1, v.logits_width)
-    eos = set(v.eos_ids)
     finished = 0
     for _ in range(40):
-        m, out = cg.matcher(), b""
-        for step in range(80):
-            m.fill_bitmask(bm, 0)
-            allowed = [int(t) for t in sg.bitmask_to_ids(bm[0])]
-            assert allowed
-            if step > 20 and m.is_accepting() and rng.random() < 0.2:
-                break
-            good = [t for t in allowed if t in preferred]
-            t = rng.choice(good if good and rng.random() < 0.95 else [t for t in allowed if t not in eos] or allowed)
-            if t in eos:
-                break
-            assert m.advance(t)
-            out += v.token_bytes(t)
-        else:
-            continue
-        if not m.is_accepting():
+        out, accepting, stopped = _walk(cg, v, rng, preferred, steps=80, stop_after=20, p_stop=0.2)
+        if not (stopped and accepting):
             continue
         text = out.decode()
         assert _lark_ok(parser, text) in (True, None), repr(text)
         finished += 1
     assert finished > 10
+
+
+def _walk(cg, v, rng, preferred, *, steps, stop_after, p_stop, closers=None, close_after=None):
+    """One random walk under the mask of ``cg`` on vocabulary ``v``: mostly ``preferred`` tokens
+    (``closers`` past ``close_after`` steps), ending at EOS, or with probability ``p_stop`` at an
+    accepting point past ``stop_after`` steps.  Returns ``(bytes, accepting, stopped before
+    ``steps`` ran out)``."""
+    bm = sg.allocate_bitmask(1, v.logits_width)
+    eos = set(v.eos_ids)
+    m, out = cg.matcher(), b""
+    for step in range(steps):
+        m.fill_bitmask(bm, 0)
+        allowed = [int(t) for t in sg.bitmask_to_ids(bm[0])]
+        assert allowed
+        if step > stop_after and m.is_accepting() and rng.random() < p_stop:
+            return out, True, True
+        pool = closers if closers is not None and step > close_after else preferred
+        good = [t for t in allowed if t in pool]
+        t = rng.choice(good if good and rng.random() < 0.95 else [t for t in allowed if t not in eos] or allowed)
+        if t in eos:
+            return out, m.is_accepting(), True
+        assert m.advance(t)
+        out += v.token_bytes(t)
+    return out, m.is_accepting(), False
 
 
 def test_lark_indented_tree_example():
@@ -416,23 +423,11 @@ def test_python_lark_basic_lexer_as_lark(vocab):
     preferred = {i for i in range(v.size) if v.token_bytes(i) is not None
                  and v.token_bytes(i).decode("utf-8", "replace") in pieces}
     closers = {i for i in preferred if v.token_bytes(i) in (b")", b"\n", b"'", b'"', b" 1", b" pass")}
-    bm = sg.allocate_bitmask(1, v.logits_width)
-    eos = set(v.eos_ids)
     finished = 0
     for _ in range(16):
-        m, out = cg.matcher(), b""
-        for step in range(60):
-            m.fill_bitmask(bm, 0)
-            allowed = [int(t) for t in sg.bitmask_to_ids(bm[0])]
-            if step > 8 and m.is_accepting() and rng.random() < 0.5:
-                break
-            good = [t for t in allowed if t in (closers if step > 30 else preferred)]
-            t = rng.choice(good if good and rng.random() < 0.95 else [t for t in allowed if t not in eos] or allowed)
-            if t in eos:
-                break
-            assert m.advance(t)
-            out += v.token_bytes(t)
-        if m.is_accepting():
+        out, accepting, _ = _walk(cg, v, rng, preferred, steps=60, stop_after=8, p_stop=0.5, closers=closers,
+                                  close_after=30)
+        if accepting:
             assert _lark_ok(parser, out.decode()) in (True, None), repr(out)
             finished += 1
     assert finished >= 4, finished

@@ -308,13 +308,17 @@ class CFGMatcher(Matcher, ByteStateView):
 
     def _config_key(self, e):
         """The current configuration's memo key (bytes), or None (see the module docstring)."""
-        if self._keybuf is None or self._keybuf.shape[0] != _KEY_WORDS:
+        if self._keybuf is None:
             self._keybuf = np.empty(_KEY_WORDS, np.int64)
         ga = e.grammar_arrays
         front = self._front
         n = earley.frontier_signature(front, front.shape[0], self._items, self._set_off, ga.NN, ga.dr_next,
                                       ga.dr_lhs, ga.gterm, self._keybuf)
         return None if n < 0 else self._keybuf[:n].tobytes()
+
+    def _front_key(self) -> bytes:
+        """The frontier as a memo key (odd length: never a signature key, whose words are 8 bytes)."""
+        return b"F" + self._front.tobytes()
 
     def _compute(self, e, words: np.ndarray) -> None:
         """The mask words, EOS aside, into ``words``: from the memo (see the module docstring),
@@ -324,10 +328,10 @@ class CFGMatcher(Matcher, ByteStateView):
         moved -- inside a long lexeme (a docstring, a comment) -- and is cheaper to look up, or
         the only key where a signature is too long."""
         memo = self._memo
-        key = None
-        raw = b"F" + self._front.tobytes()  # (odd length: never a signature key, 8 bytes a word)
+        key = raw = None
         if memo is not None:
             self._memo_looks += 1
+            raw = self._front_key()
             hit = memo.get(raw)
             if hit is None:
                 key = self._config_key(e)
@@ -347,7 +351,7 @@ class CFGMatcher(Matcher, ByteStateView):
             if self._memo_off:
                 return
             memo = self._memo = {}
-            key = self._config_key(e)
+            raw, key = self._front_key(), self._config_key(e)
         kept = words.copy()
         for k in (raw, key):
             if k is not None:
