@@ -186,6 +186,9 @@ CORPUS = {
                                  "close_paren_types": ("RPAR", "RSQB", "RBRACE")}}),
     # Lark's basic lexer (what its lalr parser lexes with): longest matches, keywords never names
     "lark-csv-basic": ("lark_csv.lark", "lark", "start", {"lexer": "basic"}),
+    # Lark's Earley default lexer: every rule terminal its longest match, the parser picks among them
+    "lark-csv-dynamic": ("lark_csv.lark", "lark", "start", {"lexer": "dynamic"}),
+    "lark-lark-dynamic": ("lark_lark.lark", "lark", "start", {"lexer": "dynamic"}),
     "lark-python-basic": ("lark_python.lark", "lark", "file_input",
                           {"postlex": {"nl_type": "_NEWLINE", "open_paren_types": ("LPAR", "LSQB", "LBRACE"),
                                        "close_paren_types": ("RPAR", "RSQB", "RBRACE")}, "lexer": "basic"}),

@@ -180,7 +180,7 @@ class Grammar(TagsMixin, GrammarAlgebra):
     @classmethod
     def from_lark(cls, text: str, start: str = "start", import_paths=None, source_path=None,
                   time_limit: float | None = None, regex_syntax: str = "python", postlex=None,
-                  lexer: str = "dynamic", max_follow_rules: int | None = None, **unknown) -> "Grammar":
+                  lexer: str = "dynamic_complete", max_follow_rules: int | None = None, **unknown) -> "Grammar":
         """A grammar in Lark's syntax (rules, terminals, ``%import``, ``%ignore``), with
         llguidance's extensions (:mod:`structgen.frontends.lark_extensions`: ``%json {...}``
         inline JSON Schemas, special tokens ``<|name|>`` / ``<[id]>``, ``x{m,n}``, ``[lazy]``).  ``import_paths``
@@ -193,10 +193,12 @@ class Grammar(TagsMixin, GrammarAlgebra):
         ``lark.Lark``'s -- an instance of a ``lark.indenter.Indenter`` subclass (``PythonIndenter``)
         or a :class:`structgen.Indenter` (which also sets the deepest column accepted,
         ``max_column``, 40 by default); its ``%declare``d indent and dedent terminals are compiled
-        into the grammar (:mod:`structgen.cfg.indent`).  ``lexer``: ``"dynamic"`` (default: every
-        lexing, Lark's Earley ``dynamic_complete``) or ``"basic"`` (Lark's basic lexer, what its
-        ``lalr`` parser uses: the first terminal in Lark's order with its longest match, keywords
-        reclassified from names; :mod:`structgen.frontends.lark_lexer`).  ``max_follow_rules``: the most
+        into the grammar (:mod:`structgen.cfg.indent`).  ``lexer``: ``"dynamic_complete"`` (default: every
+        lexing of rule terminals, Lark's Earley ``dynamic_complete``), ``"dynamic"`` (Lark's Earley
+        default: each rule terminal's lexeme is its longest match at its position) or ``"basic"``
+        (Lark's basic lexer, what its ``lalr`` parser uses: the first terminal in Lark's order with
+        its longest match, keywords reclassified from names; :mod:`structgen.frontends.lark_lexer`).
+        ``max_follow_rules``: the most
         grammar rules that lookahead, longest-match and indentation conditions may write (default
         500,000; past it :class:`LimitExceeded`)."""
         who = "Grammar.from_lark()"
@@ -212,13 +214,13 @@ class Grammar(TagsMixin, GrammarAlgebra):
                 cfg = lark_to_cfg(ext.text if ext is not None else text, start=start, import_paths=import_paths,
                                   source_path=source_path, regex_syntax=regex_syntax, indenter=indenter, lexer=lexer,
                                   max_follow_rules=max_follow_rules)
-            elif indenter is not None or lexer != "dynamic" or max_follow_rules is not None:
-                raise OptionError(f"{who}: postlex, lexer='basic' and max_follow_rules with llguidance's extensions "
+            elif indenter is not None or lexer != "dynamic_complete" or max_follow_rules is not None:
+                raise OptionError(f"{who}: postlex, lexer and max_follow_rules with llguidance's extensions "
                                   f"are not supported")
             else:
                 cfg = extension_cfg(ext, start=start, import_paths=import_paths, source_path=source_path)
         key = (("lark", text, start, regex_syntax) + ((indenter.key(),) if indenter is not None else ())
-               + ((lexer,) if lexer != "dynamic" else ()) + ((max_follow_rules,) if max_follow_rules else ())
+               + ((lexer,) if lexer != "dynamic_complete" else ()) + ((max_follow_rules,) if max_follow_rules else ())
                if not (import_paths or source_path) else ("lark-cfg", cfg.key()))
         if ext is None or not (ext.json or ext.tokens):
             return cls("cfg", cfg=cfg, key=key, source="Lark grammar")

@@ -11,7 +11,8 @@ import pytest
 lark = pytest.importorskip("lark")
 
 import structgen as sg  # noqa: E402
-from structgen.cfg.indent import greedy_variants, last_line_weight  # noqa: E402
+from structgen.automaton.ops import longest_match_variants  # noqa: E402
+from structgen.cfg.indent import last_line_weight  # noqa: E402
 from structgen.cfg.terminals import build  # noqa: E402
 from structgen.frontends.regex import parse_regex  # noqa: E402
 from structgen.vocab.vocabulary import Vocabulary  # noqa: E402
@@ -153,9 +154,9 @@ def _mutate(rng, s):
 WORDS = MINI.replace("NAME: /[a-z]/", "NAME: /[a-z]+/")
 
 
-@pytest.mark.parametrize("lexer", ["dynamic", "basic"])
+@pytest.mark.parametrize("lexer", ["dynamic_complete", "basic"])
 def test_mini_programs_and_mutations(mini, lexer):
-    if lexer == "dynamic":
+    if lexer == "dynamic_complete":
         parser, g = mini
     else:
         parser = lark.Lark(WORDS, parser="lalr", lexer="basic", postlex=MiniIndenter())
@@ -228,9 +229,9 @@ def test_last_line_weight_counts_as_lark():
     assert hits > 20
 
 
-def test_greedy_variants_are_longest_matches():
+def test_longest_match_variants():
     d = build(parse_regex(r"(\n[ ]*|#[^\n]*)+"))
-    variants = greedy_variants(d)
+    variants = longest_match_variants(d)
     rng = random.Random(1)
     for _ in range(300):
         w = "".join(rng.choice("\n #a") for _ in range(rng.randint(1, 6)))

@@ -48,6 +48,7 @@ def _random_grammar(rng: random.Random):
         'start: (KW | NAME)+\n',
         'start: KW NAME | NAME ":"\n',
         'start: KW+ NAME?\n',
+        'start: NAME KW\n',
     ])
     ignores = []
     if rng.random() < 0.8:
@@ -60,11 +61,12 @@ def _random_grammar(rng: random.Random):
     return text, alphabet
 
 
-def _check(text: str, alphabet: str):
+def _check(text: str, alphabet: str, mode: str = "dynamic_complete"):
+    """structgen under ``lexer=mode`` against Lark's Earley parser under the same lexer."""
     vocab = _vocab(alphabet)
     eos = len(alphabet)
-    cg = sg.compile(sg.Grammar.from_lark(text), vocab)
-    complete = lark.Lark(text, parser="earley", lexer="dynamic_complete")
+    cg = sg.compile(sg.Grammar.from_lark(text, lexer=mode), vocab)
+    complete = lark.Lark(text, parser="earley", lexer=mode)
     dynamic = lark.Lark(text, parser="earley", lexer="dynamic")
     strings = ["".join(p) for n in range(N + 1) for p in itertools.product(alphabet, repeat=n)]
     lark_ok = {s: lark_accepts(complete, s) for s in strings}
@@ -106,9 +108,10 @@ def _check(text: str, alphabet: str):
         w = _shortest_completion(cg, ids, alphabet, p)
         assert w is not None, (text, p)
         assert lark_accepts(complete, p + w), f"{text!r}: structgen keeps {p!r} live, Lark rejects {p + w!r}"
-    for s in strings:
-        if lark_accepts(dynamic, s):
-            assert lark_ok[s], (text, s)
+    if mode == "dynamic_complete":
+        for s in strings:
+            if lark_accepts(dynamic, s):
+                assert lark_ok[s], (text, s)
 
 
 def _shortest_completion(cg, ids, alphabet, p, limit=12):
@@ -149,6 +152,46 @@ def test_ignored_comment_runs_to_the_line_end(text):
 def test_random_grammars_match_lark_on_every_prefix(seed):
     text, alphabet = _random_grammar(random.Random(seed))
     _check(text, alphabet)
+
+
+@pytest.mark.parametrize("seed", range(6, 14))
+def test_random_grammars_match_larks_dynamic_lexer_on_every_prefix(seed):
+    """``lexer="dynamic"``: every rule terminal is its longest match too, as Lark's ``dynamic``."""
+    text, alphabet = _random_grammar(random.Random(seed))
+    _check(text, alphabet, "dynamic")
+
+
+@pytest.mark.parametrize("text", [
+    # NAME NAME without a space: one NAME, never two (every lexing splits "ab" into "a" "b")
+    'start: NAME+\nNAME: /[ab]+/\n%ignore " "\n',
+    # a longest match decided two bytes later: "a:" is A only when no "b" follows the colon
+    'start: A+ ":"?\nA: /a/ | /a:b/\n%ignore " "\n',
+    # greedy cuts off a parse: "ab" is one NAME, so `NAME "b"` never matches "ab"
+    'start: NAME "b"\nNAME: /[ab]+/\n%ignore " "\n',
+    # a keyword inside a name still splits (each terminal is greedy on its own)
+    'start: (KW | NAME)+\nKW: "ab"\nNAME: /[ab]+/\n%ignore " "\n',
+    # a lookahead and the longest match together
+    'start: NAME (":" NAME)*\nNAME: /[ab]+(?!:)/ | /b/\n%ignore " "\n',
+])
+def test_dynamic_lexer_cases_match_lark(text):
+    _check(text, "ab :\n#", "dynamic")
+
+
+def test_dynamic_lexer_refuses_an_indenter_as_lark_does():
+    text = 'start: NAME _NL\nNAME: /[a-z]+/\n_NL: /\\n[ \\t]*/\n%declare _INDENT _DEDENT\n'
+    from lark.indenter import Indenter
+
+    class NL(Indenter):
+        NL_type, OPEN_PAREN_types, CLOSE_PAREN_types = "_NL", [], []
+        INDENT_type, DEDENT_type, tab_len = "_INDENT", "_DEDENT", 8
+
+    with pytest.raises(lark.exceptions.ConfigurationError):
+        lark.Lark(text, parser="earley", lexer="dynamic", postlex=NL())
+    with pytest.raises(sg.OptionError, match="dynamic"):
+        sg.Grammar.from_lark(text, lexer="dynamic", postlex=NL())
+    sg.Grammar.from_lark(text, lexer="dynamic_complete", postlex=NL())  # the default lexing takes it
+    with pytest.raises(sg.OptionError, match="dynamic_complete"):
+        sg.Grammar.from_lark(text, lexer="greedy")
 
 
 @pytest.mark.parametrize("text,alphabet", [

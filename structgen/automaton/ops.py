@@ -65,3 +65,25 @@ def equivalent(a: ByteDFA, b: ByteDFA, max_states: int = 10 * DEFAULT_MAX_STATES
     """True when L(a) == L(b) (emptiness of the symmetric difference)."""
     _, acc, _ = product(a, b, kernels.OP_XOR, _limits(max_states))
     return not bool(acc.any())
+
+
+def longest_match_variants(d: ByteDFA) -> list:
+    """``[(lexemes, rests)]``: the lexemes of ``d`` (canonical) split by the state they reach, each
+    with the DFA of the rests of the input that do not make a longer lexeme (longest match)."""
+    trans = np.asarray(d.transitions, np.int32)
+    acc = np.asarray(d.accepting, bool)
+    n, k = trans.shape
+    out = []
+    for q in np.flatnonzero(acc):
+        q = int(q)
+        lexemes = canonical_dfa(trans, np.arange(n) == q, d.byte_class)
+        # rest checker from q: entering an accepting state is a longer lexeme (dead); leaving the
+        # DFA settles the condition (state n: everything allowed)
+        order = np.arange(n)
+        order[0], order[q] = q, 0
+        rank = np.argsort(order)
+        t = trans[order]
+        moved = np.where(t < 0, n, np.where(acc[np.maximum(t, 0)], -1, rank[np.maximum(t, 0)]))
+        rest = np.vstack([moved, np.full((1, k), n)]).astype(np.int32)
+        out.append((lexemes, canonical_dfa(rest, np.ones(n + 1, bool), d.byte_class)))
+    return out

@@ -108,28 +108,6 @@ def python_indenter(max_column: int = DEFAULT_MAX_COLUMN) -> Indenter:
 
 # -- the newline terminal ------------------------------------------------------------------------
 
-def greedy_variants(d: ByteDFA) -> list:
-    """``[(lexemes, rests)]``: the lexemes of ``d`` (canonical) split by the state they reach, each
-    with the DFA of the rests of the input that do not make a longer lexeme (longest match)."""
-    trans = np.asarray(d.transitions, np.int32)
-    acc = np.asarray(d.accepting, bool)
-    n, k = trans.shape
-    out = []
-    for q in np.flatnonzero(acc):
-        q = int(q)
-        lexemes = canonical_dfa(trans, np.arange(n) == q, d.byte_class)
-        # rest checker from q: entering an accepting state is a longer lexeme (dead); leaving the
-        # DFA settles the condition (state n: everything allowed)
-        order = np.arange(n)
-        order[0], order[q] = q, 0
-        rank = np.argsort(order)
-        t = trans[order]
-        moved = np.where(t < 0, n, np.where(acc[np.maximum(t, 0)], -1, rank[np.maximum(t, 0)]))
-        rest = np.vstack([moved, np.full((1, k), n)]).astype(np.int32)
-        out.append((lexemes, canonical_dfa(rest, np.ones(n + 1, bool), d.byte_class)))
-    return out
-
-
 def last_line_weight(column: int, tab_len: int) -> ByteDFA:
     """Byte strings containing a newline whose text after the last newline weighs ``column``
     (spaces 1, tabs ``tab_len``, other characters 0), as Lark's Indenter counts it."""
@@ -168,7 +146,7 @@ def apply_indenter(cfg: CFG, ind: Indenter, max_states: int = 100_000, nl_varian
     nl = build(cfg.terminals[NL], max_states=max_states)
     if nl.accepting[nl.start]:
         raise GrammarError(f"the Indenter's newline terminal {NL} matches the empty string", *cfg.where(NL))
-    variants = greedy_variants(nl) if nl_variants is None else list(nl_variants)
+    variants = ops.longest_match_variants(nl) if nl_variants is None else list(nl_variants)
     fresh = name_maker(set(cfg.rules) | set(cfg.terminals) | {IN, DE})
     terminals = {t: v for t, v in cfg.terminals.items() if t not in (NL, IN, DE)}
     rules: dict = {}

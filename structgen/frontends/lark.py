@@ -7,7 +7,8 @@ terminal patterns.  Lark errors become :class:`GrammarError` with line/column.
 
 Semantics: those of :mod:`structgen.cfg.grammar` — Lark's Earley parser with
 ``lexer="dynamic_complete"`` (every lexing of rule terminals; each ``%ignore``d lexeme between
-them the longest match of its terminal).
+them the longest match of its terminal) by default; ``lexer="dynamic"`` makes rule terminals
+longest matches too and ``lexer="basic"`` lexes as Lark's basic lexer (:mod:`.lark_lexer`).
 A lookahead in a terminal's regex sees the text after the lexeme (ignored text included, to the
 end of the input): such terminals are split by :func:`~structgen.frontends.regex.parse_terminal`
 and their conditions resolved into the rules by :func:`structgen.cfg.follow.resolve_follow`, after
@@ -28,7 +29,7 @@ from ..cfg.compose import fold_ignores
 from ..cfg.follow import resolve_follow
 from ..cfg.grammar import CFG, literal_terminal
 from ..cfg.indent import apply_indenter
-from .lark_lexer import basic_lexer_variants, scan_order
+from .lark_lexer import basic_lexer_variants, greedy_variants, scan_order
 from .regex import parse_regex, parse_terminal
 
 
@@ -200,10 +201,11 @@ def _wrap_lark_error(e: Exception, text: str) -> GrammarError:
 
 
 REGEX_SYNTAXES = ("python", "rust")
+LEXERS = ("dynamic", "dynamic_complete", "basic")
 
 
 def lark_to_cfg(text: str, start: str = "start", import_paths=None, source_path=None,
-                regex_syntax: str = "python", indenter=None, lexer: str = "dynamic",
+                regex_syntax: str = "python", indenter=None, lexer: str = "dynamic_complete",
                 max_follow_rules: int | None = None) -> CFG:
     """Translate a Lark grammar (its ``start`` rule) into a :class:`CFG`.
 
@@ -224,13 +226,17 @@ def lark_to_cfg(text: str, start: str = "start", import_paths=None, source_path=
 
     ``indenter``: a :class:`structgen.cfg.indent.Indenter` (Lark's ``postlex=`` indenter), whose
     ``%declare``d indent and dedent terminals are compiled into the grammar
-    (:func:`~structgen.cfg.indent.apply_indenter`).  ``lexer``: ``"dynamic"`` (every lexing, as
-    Lark's Earley ``dynamic_complete``) or ``"basic"`` (Lark's basic lexer: first terminal in Lark's
-    order, longest match, keywords reclassified; :mod:`structgen.frontends.lark_lexer`).
+    (:func:`~structgen.cfg.indent.apply_indenter`).  ``lexer``: ``"dynamic_complete"`` (every lexing of rule
+    terminals, as Lark's Earley ``dynamic_complete``), ``"dynamic"`` (each rule terminal its longest
+    match, as Lark's Earley ``dynamic``: :func:`.lark_lexer.greedy_variants`) or ``"basic"`` (Lark's
+    basic lexer: first terminal in Lark's order, longest match, keywords reclassified).
     ``max_follow_rules``: the most rules the lookahead conditions may write
     (:func:`structgen.cfg.follow.resolve_follow`; None: its default)."""
-    if lexer not in ("dynamic", "basic"):
-        raise OptionError(f"lexer must be 'dynamic' or 'basic', not {lexer!r}")
+    if lexer not in LEXERS:
+        raise OptionError(f"lexer must be one of {', '.join(map(repr, LEXERS))}, not {lexer!r}")
+    if indenter is not None and lexer == "dynamic":  # as lark.Lark: a postlex needs a lexer that finishes
+        raise OptionError("an indenter (postlex) with lexer='dynamic' is not supported (nor by Lark); "
+                          "use lexer='dynamic_complete' or 'basic'")
     if regex_syntax not in REGEX_SYNTAXES:
         raise OptionError(f"regex_syntax must be one of {', '.join(map(repr, REGEX_SYNTAXES))}, not {regex_syntax!r}")
     if regex_syntax == "rust":
@@ -260,8 +266,8 @@ def lark_to_cfg(text: str, start: str = "start", import_paths=None, source_path=
 
 
 #: in the disk cache's key: what the reader writes (2: rules split into prefix chains before the
-#: Indenter's columns and the lookahead conditions)
-_READ_VERSION = "2"
+#: Indenter's columns and the lookahead conditions; 3: ``lexer="dynamic"`` is Lark's greedy one)
+_READ_VERSION = "3"
 _CACHE = caching.LRU(64, name="lark.cfg")  # (text, start, syntax) -> CFG (terminal IR nodes are immutable)
 
 _CODE_POINT_ESCAPE = re.compile(r"\\(?:([xuU])\{([0-9A-Fa-f]+)\}|x([0-9A-Fa-f]{2})|u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.))",
@@ -296,7 +302,7 @@ def rust_code_point_escapes(text: str) -> str:
 
 
 def _lark_to_cfg(text: str, start: str, import_paths=(), source_path=None, regex_syntax: str = "python",
-                 indenter=None, lexer: str = "dynamic", max_follow_rules: int | None = None) -> CFG:
+                 indenter=None, lexer: str = "dynamic_complete", max_follow_rules: int | None = None) -> CFG:
     from lark.exceptions import LarkError
     from lark.load_grammar import load_grammar
 
@@ -389,10 +395,12 @@ def _lark_to_cfg(text: str, start: str, import_paths=(), source_path=None, regex
         raise GrammarError(f"start rule {start!r} is not defined", 1, 1)
     cfg = CFG(start, rules, terminals, ignore, positions)
     rests, nl_variants = {}, None
+    nl = indenter.nl_type if indenter is not None else None
     if lexer == "basic":
-        nl = indenter.nl_type if indenter is not None else None
         cfg, rests, nl_variants = _basic_lexing(cfg, terminal_defs, contextual, nl)
         contextual = {}
+    elif lexer == "dynamic":
+        cfg, rests = _greedy_lexing(cfg, contextual)
     if indenter is not None:
         if indenter.nl_type in contextual:
             raise Unsupported("a lookahead in the Indenter's newline terminal", contextual[indenter.nl_type][1])
@@ -427,6 +435,41 @@ def _basic_lexing(cfg: CFG, terminal_defs, contextual: dict, nl):
     ignore = [n for n in cfg.ignore if n in ignored]
     terminals.update({n: embedded(ignored[n]) for n in ignore})
     return CFG(cfg.start, rules, terminals, ignore, cfg.positions), rests, variants.get(nl, [])
+
+
+def _greedy_lexing(cfg: CFG, contextual: dict):
+    """``(cfg, rests)``: ``cfg`` where each rule terminal is a rule over its lexemes as Lark's
+    ``dynamic`` lexer yields them, each the longest match of its terminal
+    (:func:`.lark_lexer.greedy_variants`), ``rests`` their conditions on the text after them;
+    ``contextual`` loses the terminals replaced.  Ignored terminals stay (the engine makes them
+    longest matches)."""
+    ignored = set(cfg.ignore)
+    used = sorted({s for alts in cfg.rules.values() for rhs in alts for s in rhs
+                   if s in cfg.terminals or s in contextual})
+    forms = {n: [(cfg.terminals[n], None)] for n in used if n not in contextual}
+    for n in used:
+        if n in contextual:
+            forms[n] = [(lex, embedded(rest) if rest is not None else None) for lex, rest in contextual[n][0]]
+    variants = greedy_variants(forms, used)
+    rules, terminals, rests = dict(cfg.rules), dict(cfg.terminals), {}
+    rename = {}
+    for t, parts in variants.items():
+        contextual.pop(t, None)
+        r = t
+        if t in ignored:  # also ignored: its rule occurrences get a rule of another name
+            r = rename[t] = f"{t}@rule"
+        else:
+            terminals.pop(t, None)
+        rules[r] = []
+        for i, (lex, rest) in enumerate(parts):
+            v = f"{t}@{i}"
+            terminals[v] = embedded(lex)
+            if rest is not None:
+                rests[v] = rest
+            rules[r].append((v,))
+    if rename:
+        rules = {a: [tuple(rename.get(s, s) for s in rhs) for rhs in alts] for a, alts in rules.items()}
+    return CFG(cfg.start, rules, terminals, list(cfg.ignore), cfg.positions), rests
 
 
 def _with_lookaheads(cfg: CFG, contextual: dict, rests=None, max_follow_rules=None) -> CFG:

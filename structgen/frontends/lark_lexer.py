@@ -1,4 +1,5 @@
-"""Lark's ``basic`` lexer as conditions on lexemes (``Grammar.from_lark(..., lexer="basic")``).
+"""Lark's lexers as conditions on lexemes: ``basic`` (``Grammar.from_lark(..., lexer="basic")``)
+and the Earley ``dynamic`` one (``lexer="dynamic"``, :func:`greedy_variants`).
 
 Lark's basic lexer (the one behind ``parser="lalr"`` grammars such as ``python.lark``) sorts the
 terminals by priority, longest possible match, pattern length and name; at each position the
@@ -23,7 +24,7 @@ from ..automaton.build import build_dfa
 from ..errors import Unsupported
 from .regex.boundary import MARK, marker_complement, marker_transparent, split_at_marker
 
-__all__ = ["basic_lexer_variants", "scan_order"]
+__all__ = ["basic_lexer_variants", "greedy_variants", "scan_order"]
 
 _ANY = ir.Repeat(ir.ANY_CHAR, 0, None)
 
@@ -76,10 +77,7 @@ def basic_lexer_variants(order: list, reclassify: dict, forms: dict, ignore: lis
                     lang = ops.union(lang, lex, max_states)
                 ignored[name] = lang
             continue
-        inside = ir.seq(_ANY, MARK, ir.ANY_CHAR, _ANY)  # a marker with text after it
-        longer = ir.alt(*(ir.seq(ir.And((marker_transparent(lex, max_states), inside)),
-                                 rest if rest is not None else _ANY) for lex, rest in forms[name]))
-        d = ops.difference(d, build_dfa(longer, max_states=max_states), max_states)
+        d = ops.difference(d, _longer(forms[name], max_states), max_states)
         table = reclassify.get(name, {})
         words = {text: build_dfa(matches_exactly, max_states=max_states)
                  for text, sname in table.items() for matches_exactly in [forms[sname][0][0]]}
@@ -93,3 +91,45 @@ def basic_lexer_variants(order: list, reclassify: dict, forms: dict, ignore: lis
             if not own.is_empty():
                 variants.setdefault(name, []).append((own, rest))
     return variants, ignored
+
+
+def _longer(form, max_states: int):
+    """The texts ``w MARK r`` where a lexeme of ``form`` longer than ``w`` is a prefix of ``w r``."""
+    inside = ir.seq(_ANY, MARK, ir.ANY_CHAR, _ANY)  # a marker with text after it
+    return build_dfa(ir.alt(*(ir.seq(ir.And((marker_transparent(lex, max_states), inside)),
+                                     rest if rest is not None else _ANY) for lex, rest in form)),
+                     max_states=max_states)
+
+
+def greedy_variants(forms: dict, names, max_states: int = 100_000) -> dict:
+    """Lark's ``dynamic`` lexer: at each position a terminal yields one lexeme, its regex's greedy
+    match there (taken as the longest; Python's ``re`` agrees on the usual patterns), whatever the
+    parser can use.  For each of ``names`` whose lexemes can be prefixes of its own longer ones,
+    ``[(lexemes DFA, rests DFA or None)]``: the lexemes split by the condition on the rest ``r``
+    of the input that no longer lexeme is a prefix of ``w r``.  Prefix-free terminals (strings,
+    ``"(" | "["``) need no condition and are left out."""
+    out = {}
+    for name in names:
+        form = forms[name]
+        if len(form) == 1 and form[0][1] is None:  # no lookahead: split by the state a lexeme ends in
+            parts = ops.longest_match_variants(build_dfa(form[0][0], max_states=max_states))
+        else:
+            good = build_dfa(ir.alt(*(ir.seq(lex, MARK, rest if rest is not None else _ANY) for lex, rest in form)),
+                             max_states=max_states)
+            parts = split_at_marker(ops.difference(good, _longer(form, max_states), max_states))
+        free = [lex for lex, rest in parts if rest is None or _everything(rest)]
+        if len(free) == len(parts) and len(form) == 1 and form[0][1] is None:
+            continue
+        kept = [(lex, rest) for lex, rest in parts if not (rest is None or _everything(rest))]
+        if free:
+            lang = free[0]
+            for lex in free[1:]:
+                lang = ops.union(lang, lex, max_states)
+            kept.insert(0, (lang, None))
+        out[name] = kept
+    return out
+
+
+def _everything(d) -> bool:
+    """``d`` accepts every byte string (the condition always holds)."""
+    return d.n_states == 1 and bool(d.accepting[0]) and bool((d.transitions == 0).all())
