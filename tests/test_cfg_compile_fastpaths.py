@@ -2,8 +2,9 @@
 
 - ``terminals.literal_set_dfa`` (unions of plain literals as a minimised trie) vs the builder's
   subset construction of the same IR: the same arrays;
-- the one-state free lexer handed to the mask kernel while ``mask.FREE_WALK_NODES`` is 0
-  (``CompiledCFG.free_lexer``) vs the grammar's own free lexer: the same masks;
+- the byte-pair free lexer handed to the mask kernel (``CompiledCFG.free_lexer``) vs the grammar's
+  own free lexer and vs one accepting every byte string (no list ever skipped): the same masks; the
+  text of sampled sentences stays inside it;
 - the prefill's pools grown before each batch: the same masks as without a prefill.
 """
 from __future__ import annotations
@@ -72,18 +73,58 @@ def _walk_masks(cg, vocab, seed: int, steps: int = 24, walks: int = 4):
     return out
 
 
+ANY_BYTES = (np.zeros((1, 256), np.int32), np.zeros(1, np.uint8), np.ones(1, np.uint8))
+
+
 @pytest.mark.parametrize("name", ["c_subset", "sql", "robot", "csv", "json"])
-def test_trivial_free_lexer_gives_the_same_masks(name, llama3, monkeypatch):
+def test_byte_pair_free_lexer_gives_the_same_masks(name, llama3, monkeypatch):
     cfg = lark_to_cfg(grammars.load(name))
-    plain = compile_cfg(cfg, llama3)
-    assert plain.free_lexer()[0].shape[0] == 1  # the shortcut is in use
+    plain = compile_cfg(cfg, llama3, skip_covered=True)
+    assert plain.lexer_aids.ftrans.shape[0] == 257  # the byte-pair lexer is in use
     own = plain.free_lexer(precise=True)
     assert own[0].shape[0] > 1
-    monkeypatch.setattr(E.CompiledCFG, "free_lexer", lambda self, precise=None: own)
-    precise = compile_cfg(cfg, llama3)
-    for a, b in zip(_walk_masks(plain, llama3, 7), _walk_masks(precise, llama3, 7)):
-        assert np.array_equal(a, b)
+    masks = _walk_masks(plain, llama3, 7)
+    for other in (own, ANY_BYTES):
+        monkeypatch.setattr(E.CompiledCFG, "free_lexer", lambda self, precise=False: other)
+        cg = compile_cfg(cfg, llama3, skip_covered=True)
+        for a, b in zip(masks, _walk_masks(cg, llama3, 7)):
+            assert np.array_equal(a, b)
 
+
+def test_covered_first_visits_are_skipped(llama3):
+    # words may follow words (lark's csv.lark): a list of boundaries after every byte of a word,
+    # then one after every two words, ...; with skip_covered the chain stops once covered
+    cfg = lark_to_cfg('start: row+\nrow: (WORD | INT | _SEP)+ _NL\nWORD: /[a-zA-Z]+/\nINT: /[0-9]+/\n'
+                      '_SEP: /[ ,]+/\n_NL: /\\n/\n')
+    skip, walk = compile_cfg(cfg, llama3, skip_covered=True), compile_cfg(cfg, llama3, skip_covered=False)
+    assert walk.lexer_aids.ftrans.shape[0] == 1
+    for a, b in zip(_walk_masks(skip, llama3, 11), _walk_masks(walk, llama3, 11)):
+        assert np.array_equal(a, b)
+    assert skip.cache.n_entries < 0.6 * walk.cache.n_entries  # (53 against 113 when written)
+
+
+@pytest.mark.parametrize("name", ["c_subset", "sql", "csv", "json"])
+def test_byte_pair_free_lexer_holds_sampled_sentences(name, llama3):
+    cg = compile_cfg(lark_to_cfg(grammars.load(name)), llama3)
+    ft = cg.free_lexer()[0]
+    rng = np.random.default_rng(3)
+    for _ in range(6):
+        m, text = cg.matcher(), b""
+        for _ in range(60):
+            w = m.mask_words()
+            allowed = np.flatnonzero(np.unpackbits(w.view(np.uint8), bitorder="little"))
+            allowed = allowed[(allowed < llama3.logits_width) & ~np.isin(allowed, llama3.eos_ids)]
+            if allowed.size == 0:
+                break
+            t = int(rng.choice(allowed))
+            assert m.advance(t)
+            text += llama3.token_bytes(t)
+        s = 0
+        for b in text:
+            s = ft[s, b]
+            assert s >= 0, (name, text)
+    # and it rejects something: a byte no terminal takes, after a byte of a lexeme
+    assert (ft[1:] < 0).any()
 
 @pytest.mark.parametrize("name, levels", [("csv", 8), ("c_subset", 2)])  # (C's 8-level closure takes > 5 s)
 def test_prefilled_masks_equal_unprefilled(name, levels, llama3):

@@ -563,13 +563,20 @@ class CompiledCFG:
     one cache entry at most.  Worth it for a grammar compiled once and used many times
     (:func:`structgen.compile` gives Lark and GBNF grammars ``PREFILL_SECONDS``), not for a
     one-off JSON Schema, whose time to first mask it would lengthen.
+    ``skip_covered`` (default: ``prefill_seconds > 0``): new boundary lists record their tokens
+    with the byte-pair free lexer (:meth:`free_lexer`), so a mask skips the first visits below a
+    list whose tokens it allows already -- the chains of lists after every byte of a word in a
+    grammar where words may follow words (csv.lark: 221 cache entries and 69 lists over four
+    walks, 79 and 26 with it).  Its table costs a pass over the lexer tables, which a one-off
+    JSON Schema does not pay (its lists then record every token below them).
     ``slicing`` (:class:`~structgen.index.slices.Slicing`): its first slice is the character set
     of the run tokens (:meth:`runs`), its ``lexemes`` a candidate free lexer
     (:meth:`free_lexer`); masks do not depend on it.
     """
 
     def __init__(self, cfg: CFG, vocab, *, max_states: int = 100_000, max_lexer_states: int = 200_000,
-                 max_cache_bytes: int = 256 << 20, prefill_seconds: float = 0.0, slicing: Slicing = NO_SLICING):
+                 max_cache_bytes: int = 256 << 20, prefill_seconds: float = 0.0, slicing: Slicing = NO_SLICING,
+                 skip_covered: bool | None = None):
         _warm_up()
         t0 = time.perf_counter()
         self.cfg = cfg
@@ -588,7 +595,10 @@ class CompiledCFG:
         self.eos = np.asarray(vocab.eos_ids, np.int64)
         self._eos_set = set(self.eos.tolist())
         self.cache = MaskCache(trie, (int(vocab.logits_width) + 31) // 32, max_cache_bytes)
-        self.lexer_aids = mk.LexerAids(*self.free_lexer(), *self.runs())  # built once: the same arrays every mask
+        if skip_covered is None:
+            skip_covered = prefill_seconds > 0
+        # built once: the same arrays every mask
+        self.lexer_aids = mk.LexerAids(*(self.free_lexer() if skip_covered else _ANY_BYTES), *self.runs())
         # the same arrays as one table (:data:`structgen.cfg.mask.PACKED_GRAMMAR`), for the packed mask kernel
         named = {**self.grammar_arrays._asdict(), **self.trie_arrays._asdict(), "follow": self.tables.follow,
                  **self.lexer_aids._asdict(), "gfirst": self.tables.gfirst}
@@ -605,29 +615,29 @@ class CompiledCFG:
                 self.prefill_thread = start_background_prefill(self.cache, self, rest)
         self.compile_seconds = time.perf_counter() - t0
 
-    def free_lexer(self, precise: bool | None = None):
-        """``(trans[S, 256], zeros[S], out[S])``: a DFA of the prefixes of any sequence of
-        lexemes, ignoring the parser (built on first use).  Tokens below a boundary that
-        it rejects can never be allowed, so :mod:`structgen.cfg.mask` leaves them out of
-        the "everything below is allowed already" test.  Any DFA of a superset of those
-        prefixes is sound there (it only skips less): when every lexeme is a word of the
-        compile options' lexeme superset (``slicing.lexemes``: JSON text for the JSON Schema
-        grammars) the fixed DFA of its prefixes (:func:`lexeme_dfa`) is used, checked by a
-        product walk instead of a subset construction per grammar; else the grammar's own DFA;
-        one accepting every byte string when that is too large.
+    def free_lexer(self, precise: bool = False):
+        """``(trans[S, 256], zeros[S], out[S])``: a DFA of a superset of the prefixes of the
+        sequences of lexemes, ignoring the parser.  Tokens below a boundary list that it
+        rejects can never be allowed, so :mod:`structgen.cfg.mask` leaves them out of the
+        list's "everything below is allowed already" test, and any superset is sound there
+        (a larger one only skips fewer lists).
 
-        ``precise`` (default: ``mask.FREE_WALK_NODES > 0``) False: the one-state DFA accepting
-        every byte string, without building anything.  The mask kernel walks the free lexer
-        only below boundary lists whose children span at most ``FREE_WALK_NODES`` trie nodes;
-        at 0 that never happens (a list is only made with a child), so a grammar's own DFA
-        would be built (milliseconds: a subset construction over every terminal) for nothing."""
-        if precise is None:
-            precise = mk.FREE_WALK_NODES > 0
+        By default the byte-pair DFA (:func:`byte_pair_lexer`: a string whose adjacent bytes
+        can be adjacent in lexeme sequences), made in one pass over the lexer tables and
+        walked in one pass over a list's subtrees whatever the grammar.  ``precise``: the
+        language itself (built on first use; for tests) -- when every lexeme is a word of the
+        compile options' lexeme superset (``slicing.lexemes``: JSON text for the JSON Schema
+        grammars) the fixed DFA of its prefixes (:func:`lexeme_dfa`), else the grammar's own
+        DFA (a subset construction over every terminal, too slow for a compile), or the
+        byte-pair DFA when that is too large."""
+        tb = self.tables
         if not precise:
-            return _ANY_BYTES
+            fl = getattr(self, "_pair_lexer", None)
+            if fl is None:
+                fl = self._pair_lexer = byte_pair_lexer(tb.trans, tb.gacc, tb.gterm, tb.gfirst, tb.follow)
+            return fl
         fl = getattr(self, "_free_lexer", None)
         if fl is None:
-            tb = self.tables
             lex = self.slicing.lexemes
             j = lexeme_dfa(lex) if lex is not None else None
             if j is not None and len(tb.term_names) and mk.lexemes_within(tb.trans, tb.gacc, tb.tstart, j[0], j[1], 0):
@@ -640,7 +650,7 @@ class CompiledCFG:
                     d = build(ir.repeat(ir.alt(*nodes), 1, None), max_states=4096)
                     trans = np.ascontiguousarray(d.transitions[:, d.byte_class], dtype=np.int32)
                 except StructgenError:
-                    trans = _ANY_BYTES[0]
+                    return self.free_lexer()
             n = trans.shape[0]
             fl = self._free_lexer = (trans, np.zeros(n, np.uint8), (trans >= 0).any(axis=1).astype(np.uint8))
         return fl
@@ -671,6 +681,53 @@ class CompiledCFG:
 # (kept writeable: Numba compiles separate kernels for read-only arrays)
 _ANY_BYTES = (np.zeros((1, 256), np.int32), np.zeros(1, np.uint8), np.ones(1, np.uint8))
 
+
+def byte_pair_lexer(trans, gacc, gterm, gfirst, follow):
+    """The free lexer of :meth:`CompiledCFG.free_lexer` by default: ``(trans[257, 256],
+    zeros[257], out[257])``, state 0 at the start and ``1 + x`` after byte ``x``, which steps on
+    ``y`` when ``x y`` can be adjacent in a sequence of lexemes -- inside a lexeme (some lexer
+    state entered on ``x`` leaves on ``y``) or across a boundary (``x`` ends a lexeme of a
+    terminal that ``y`` can follow: its FOLLOW bytes).  Over the lexer tables of
+    :class:`Tables` (``gfirst``: the bytes each state leaves on, packed)."""
+    ft = np.empty((257, 256), np.int32)
+    out = np.empty(257, np.uint8)
+    _byte_pairs(trans, gacc, gterm, gfirst, follow, ft, out)
+    return ft, np.zeros(257, np.uint8), out
+
+
+@njit(cache=True, nogil=True)
+def _byte_pairs(trans, gacc, gterm, gfirst, follow, ft, out):
+    """Fill ``ft`` and ``out`` of :func:`byte_pair_lexer`."""
+    NG = trans.shape[0]
+    row = np.empty((NG, 4), np.uint64)  # per state: the bytes after one that enters it
+    for s in range(NG):
+        for w in range(4):
+            row[s, w] = gfirst[s, w]
+        if gacc[s]:
+            for y in range(256):
+                if follow[gterm[s], y]:
+                    row[s, y >> 6] |= np.uint64(1) << np.uint64(y & 63)
+    pairs = np.zeros((256, 4), np.uint64)
+    for p in range(NG):
+        for x in range(256):
+            s = trans[p, x]
+            if s >= 0:
+                for w in range(4):
+                    pairs[x, w] |= row[s, w]
+    for y in range(256):
+        ft[0, y] = y + 1
+    out[0] = 1
+    for x in range(256):
+        any_ = 0
+        for y in range(256):
+            if (pairs[x, y >> 6] >> np.uint64(y & 63)) & np.uint64(1):
+                ft[1 + x, y] = y + 1
+                any_ = 1
+            else:
+                ft[1 + x, y] = -1
+        out[1 + x] = any_
+
+
 PREFILL_SECONDS = 0.05
 PREFILL_SYNC_SECONDS = 0.015  # of which spent inside compile
 
@@ -698,7 +755,7 @@ def _warm_up() -> None:
     name = ir.repeat(ir.CharSet.of([(0x61, 0x62)]), 1, None)
     cfg = CFG("start", {"start": [("A", "NAME", "rest")], "rest": [(), ("SP", "NAME", "rest")]},
               {"A": literal_terminal("a"), "SP": literal_terminal(" "), "NAME": name})
-    cg = CompiledCFG(cfg, vocab)
+    cg = CompiledCFG(cfg, vocab, skip_covered=True)
     m = cg.matcher()
     for t in (0, 1, 3, 2):
         m.mask_words()

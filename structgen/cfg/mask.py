@@ -64,10 +64,6 @@ NODES_FULL = 5  # the boundary-node scratch of a lexer walk must grow
 # counters of a MaskCache (the ``cnt`` array)
 C_ENT, C_BITS, C_BL, C_NODES, C_HT, C_KIDS = 0, 1, 2, 3, 4, 5
 
-# past this many trie nodes below a new boundary list, its "all allowed already" test uses every
-# token below it instead of walking the free lexer there (a first visit must stay cheap)
-FREE_WALK_NODES = 0
-
 _HASH = np.int64(-7046029254386353131)  # 0x9E3779B97F4A7C15 as int64 (Fibonacci hashing)
 
 
@@ -151,6 +147,24 @@ def _same_list(b, nodes, n, fb, bl_off, bl_nodes, bl_term, follow):
     return True
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _has_room(bl, g, kb, trans, node_end, bl_kids, ent_bl2, bidx, bl_off, bl_nodes, bl_kb, cnt, n_words):
+    """Whether the pools hold the largest entry ``(bl, g)`` can make: its bits and a new list's
+    u-bits (``n_words`` pairs each), and a new list no larger than the subtrees of the
+    children of ``bl`` whose byte state ``g`` takes (or the whole trie)."""
+    b = cnt[C_BL]
+    if (cnt[C_ENT] >= ent_bl2.shape[0] or cnt[C_BITS] + 2 * n_words > bidx.shape[0]
+            or b + 2 > bl_off.shape[0] or 257 * (b + 1) > bl_kb.shape[0]):
+        return False
+    span = 0
+    for x in range(256):
+        if trans[g, x] >= 0:
+            for q in range(kb[x], kb[x + 1]):
+                span += node_end[bl_kids[q]] - bl_kids[q]
+    span = min(span, node_end.shape[0])  # (children of a list can be nested: the sum overcounts)
+    return cnt[C_NODES] + span <= bl_nodes.shape[0] and cnt[C_KIDS] + span <= bl_kids.shape[0]
+
+
 @njit(cache=True, nogil=True)
 def lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, node_end, tok_ptr, tok_ids,
              ht_keys, ht_vals, ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_kb, bl_kids, bl_term, bl_uoff, bl_un, cnt,
@@ -171,7 +185,8 @@ def lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, nod
     A new boundary list also records (bits ``bl_uoff/bl_un`` in the bit pool) the
     tokens below its nodes whose rest is a prefix of some sequence of lexemes (the
     free lexer ``ftrans``, parser ignored): a superset of what lexemes starting
-    there can allow, so :func:`expand_mask` skips a list once they are all allowed.
+    there can allow, so :func:`expand_mask` computes no entry of a list below which they
+    are all allowed already.
 
     Root walks (list 0) from states inside a run (a quoted string: the run character set) take
     the tokens made only of run characters ("run tokens") from the per-vocabulary table ``cum`` by length and
@@ -198,6 +213,9 @@ def lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, nod
             ent_bl2[e] = -1
             cnt[C_ENT] = e + 1
             return e
+    if not _has_room(bl, g, kb, trans, node_end, bl_kids, ent_bl2, bidx, bl_off, bl_nodes, bl_kb, cnt,
+                     scr_words.shape[0]):
+        return -1  # before the walk, not after it: a fill that grows the pools then loses no work
     scr_words[:] = 0
     nst[0] += 1
     st = nst[0]
@@ -280,13 +298,10 @@ def lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, nod
         st = nst[0]
         for q in range(nb):
             nmark[u[q]] = st
-        span = 0
-        for q in range(ko, ko + nk):
-            span += node_end[bl_kids[q]] - bl_kids[q]
-        if span <= FREE_WALK_NODES:
+        if ftrans.shape[0] > 1:
             union_walk(u, fb, 0, ftrans, facc, fout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
                        nmark, st, act, actn, isb, scr_words, lstack)  # facc is all zero: no output
-        else:  # a big subtree: every token below the children (a cheap, weaker superset)
+        else:  # the free lexer takes everything: every token below the children, in a tighter loop
             for q in range(ko, ko + nk):
                 c = bl_kids[q]
                 for k in range(tok_ptr[c], tok_ptr[node_end[c]]):
@@ -386,17 +401,41 @@ def expand_mask(front, nfront, n_sets, items, set_off,
     head = 0
     nt = 0
     thead = 0
+    # first visits below a list put off until nothing else is left, when more is allowed
+    defer = np.empty((0, 3), np.int32)
+    nd = 0
+    dhead = 0
     while True:
-        if head < nw:
-            bl = work[head, 0]
-            g = work[head, 1]
-            j = work[head, 2]
-            head += 1
-            if bl > 0 and _covered(bl, bl_uoff, bl_un, bidx, bval, words, bstamp, cur) != 0:
-                continue
+        if head < nw or (thead >= nt and dhead < nd):
+            later = head >= nw
+            if later:
+                bl = defer[dhead, 0]
+                g = defer[dhead, 1]
+                j = defer[dhead, 2]
+                dhead += 1
+            else:
+                bl = work[head, 0]
+                g = work[head, 1]
+                j = work[head, 2]
+                head += 1
             key = np.int64(bl) * NG + g
             s = _slot(ht_keys, key)
             if ht_keys[s] == -1:
+                # a first visit is skipped when every token below the list is allowed already: its
+                # entry, and the lists it would make, cost a walk (a cached entry costs an OR); so
+                # it waits for the rest of the mask, which may allow them
+                if bl > 0 and _covered(bl, bl_uoff, bl_un, bidx, bval, words, bstamp, cur) != 0:
+                    continue
+                if bl > 0 and not later:
+                    if nd >= defer.shape[0]:
+                        grown = np.empty((max(64, 2 * defer.shape[0]), 3), np.int32)
+                        grown[:nd] = defer[:nd]
+                        defer = grown
+                    defer[nd, 0] = bl
+                    defer[nd, 1] = g
+                    defer[nd, 2] = j
+                    nd += 1
+                    continue
                 if not fill:
                     return MISS
                 if (cnt[C_HT] + 2) * 2 > ht_keys.shape[0]:
