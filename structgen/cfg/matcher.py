@@ -12,8 +12,8 @@ node both share.  ``fork()`` copies the used part of the chart (a few KB).
 Also a :class:`~structgen.runtime.protocol.ByteStateView`: the automaton is the union
 of the lexer DFAs, the states those of the frontier's lexemes.
 
-Mask memo: once a mask of this matcher has cost more than ``MEMO_MIN_SECONDS``, such masks
-are kept (the last ``MEMO_MASKS``) under :func:`~structgen.cfg.earley.frontier_signature`,
+Mask memo: once a mask of this matcher has cost more than ``MEMO_MIN_SECONDS`` without
+filling the grammar's cache (a first visit is costly once), such masks are kept (the last ``MEMO_MASKS``) under :func:`~structgen.cfg.earley.frontier_signature`,
 which names what a mask reads of the chart, and under the frontier itself -- a repeated
 configuration (the next word of a CSV row, the next byte of a right-recursive string, the next
 token of a docstring) then costs a lookup instead of a mask computation.  A matcher whose
@@ -344,12 +344,12 @@ class CFGMatcher(Matcher, ByteStateView):
                 self._memo = memo = None   # configurations do not repeat here: stop paying for keys
                 self._memo_off = True
         t0 = time.perf_counter()
-        self._compute_fresh(e, words)
+        filled = self._compute_fresh(e, words)
         if time.perf_counter() - t0 <= MEMO_MIN_SECONDS:
             return   # only costly masks are kept
         if memo is None:
-            if self._memo_off:
-                return
+            if self._memo_off or filled:
+                return   # a first visit is costly once: the cache, not the memo, makes it cheap again
             memo = self._memo = {}
             raw, key = self._front_key(), self._config_key(e)
         kept = words.copy()
@@ -359,8 +359,9 @@ class CFGMatcher(Matcher, ByteStateView):
                     del memo[next(iter(memo))]
                 memo[k] = kept
 
-    def _compute_fresh(self, e, words: np.ndarray) -> None:
-        """The mask words, EOS aside, into ``words`` (see :func:`structgen.cfg.mask.expand_mask`).
+    def _compute_fresh(self, e, words: np.ndarray) -> bool:
+        """The mask words, EOS aside, into ``words`` (see :func:`structgen.cfg.mask.expand_mask`);
+        whether the cache was filled.
 
         First a read-only pass over the grammar's cache snapshot; if it misses a
         part, the whole mask is recomputed under the cache lock on a private copy
@@ -377,7 +378,7 @@ class CFGMatcher(Matcher, ByteStateView):
         else:
             words[:] = bits
         if self._run(e, snap, words, False, bits is not None) == mk.OK:
-            return
+            return False
         with cache.lock:
             snap = cache.begin_fill()
             for _ in range(200):
@@ -385,7 +386,7 @@ class CFGMatcher(Matcher, ByteStateView):
                 st = self._run(e, snap, words, True, False)
                 if st == mk.OK:
                     cache.publish(snap)
-                    return
+                    return True
                 if st == mk.CACHE_FULL:
                     cache.grow(snap, e.words, e.trie.node_depth.shape[0])
                 else:  # NODES_FULL
