@@ -566,8 +566,8 @@ class CompiledCFG:
     ``skip_covered`` (default: ``prefill_seconds > 0``): new boundary lists record their tokens
     with the byte-pair free lexer (:meth:`free_lexer`), so a mask skips the first visits below a
     list whose tokens it allows already -- the chains of lists after every byte of a word in a
-    grammar where words may follow words (csv.lark: 221 cache entries and 69 lists over four
-    walks, 79 and 26 with it).  Its table costs a pass over the lexer tables, which a one-off
+    grammar where words may follow words (csv.lark: 228 cache entries and 69 lists over four
+    walks, 78 and 22 with it).  Its table costs a pass over the lexer tables, which a one-off
     JSON Schema does not pay (its lists then record every token below them).
     ``slicing`` (:class:`~structgen.index.slices.Slicing`): its first slice is the character set
     of the run tokens (:meth:`runs`), its ``lexemes`` a candidate free lexer
