@@ -37,7 +37,6 @@ from .automaton import ir
 from .cfg.compose import CFGBuilder
 from .cfg.grammar import CFG
 from .errors import GrammarError, Unsupported
-from .index.slices import Slicing
 from .vocab.vocabulary import special_token_bytes
 
 __all__ = ["GrammarAlgebra", "special_node", "check_specials"]
@@ -210,7 +209,7 @@ class GrammarAlgebra:
         sl = next((p.slicing for p in parts.values() if p.slicing is not None), None)
         return cls("cfg", cfg=out, key=key, source=source,
                    specials=frozenset().union(*(p.specials for p in parts.values())),
-                   slicing=None if sl is None else Slicing(sl.slices, None))
+                   slicing=sl)
 
     @classmethod
     def _part(cls, p):
@@ -262,7 +261,7 @@ class GrammarAlgebra:
             start = b.repeat(b.embed(parts[0].cfg), lo, hi)
         cfg = b.grammar(start)
         return cls("cfg", cfg=cfg, key=key, source=src, specials=specials,
-                   slicing=None if sl is None else Slicing(sl.slices, None))
+                   slicing=sl)
 
 
 def split_specials(text: str, vocab) -> list:

@@ -2,9 +2,11 @@
 
 - ``terminals.literal_set_dfa`` (unions of plain literals as a minimised trie) vs the builder's
   subset construction of the same IR: the same arrays;
-- the byte-pair free lexer handed to the mask kernel (``CompiledCFG.free_lexer``) vs the grammar's
-  own free lexer and vs one accepting every byte string (no list ever skipped): the same masks; the
-  text of sampled sentences stays inside it;
+- the byte-pair free lexer handed to the mask kernel (``CompiledCFG.free_lexer``) vs one accepting
+  every byte string (no list ever skipped): the same masks; the text of sampled sentences stays
+  inside it, and its language is closed under factors (what the kernel's one-state walk needs);
+- ``trie_walks.free_walk`` (one state per depth) vs ``union_walk`` (state sets) with that lexer, on
+  random nested boundary lists of the llama3 trie: the same tokens;
 - the prefill's pools grown before each batch: the same masks as without a prefill.
 """
 from __future__ import annotations
@@ -21,6 +23,7 @@ from structgen.cfg import compile_cfg
 from structgen.frontends import lark_to_cfg
 from structgen.cfg import engine as E
 from structgen.cfg.terminals import build, literal_set_dfa
+from structgen.cfg.trie_walks import free_walk, union_walk
 from tests.helpers import load_vocab
 
 
@@ -81,14 +84,11 @@ def test_byte_pair_free_lexer_gives_the_same_masks(name, llama3, monkeypatch):
     cfg = lark_to_cfg(grammars.load(name))
     plain = compile_cfg(cfg, llama3, skip_covered=True)
     assert plain.lexer_aids.ftrans.shape[0] == 257  # the byte-pair lexer is in use
-    own = plain.free_lexer(precise=True)
-    assert own[0].shape[0] > 1
     masks = _walk_masks(plain, llama3, 7)
-    for other in (own, ANY_BYTES):
-        monkeypatch.setattr(E.CompiledCFG, "free_lexer", lambda self, precise=False: other)
-        cg = compile_cfg(cfg, llama3, skip_covered=True)
-        for a, b in zip(masks, _walk_masks(cg, llama3, 7)):
-            assert np.array_equal(a, b)
+    monkeypatch.setattr(E.CompiledCFG, "free_lexer", lambda self: ANY_BYTES)
+    cg = compile_cfg(cfg, llama3, skip_covered=True)
+    for a, b in zip(masks, _walk_masks(cg, llama3, 7)):
+        assert np.array_equal(a, b)
 
 
 def test_covered_first_visits_are_skipped(llama3):
@@ -125,6 +125,9 @@ def test_byte_pair_free_lexer_holds_sampled_sentences(name, llama3):
             assert s >= 0, (name, text)
     # and it rejects something: a byte no terminal takes, after a byte of a lexeme
     assert (ft[1:] < 0).any()
+    # closed under factors: from any state, a byte leads where it leads from the start, or nowhere
+    assert np.array_equal(ft[0], np.arange(1, 257))
+    assert ((ft == -1) | (ft == ft[0][None, :])).all()
 
 @pytest.mark.parametrize("name, levels", [("csv", 8), ("c_subset", 2)])  # (C's 8-level closure takes > 5 s)
 def test_prefilled_masks_equal_unprefilled(name, levels, llama3):
@@ -137,3 +140,32 @@ def test_prefilled_masks_equal_unprefilled(name, levels, llama3):
     cold = compile_cfg(cfg, llama3)
     for a, b in zip(_walk_masks(filled, llama3, 3), _walk_masks(cold, llama3, 3)):
         assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("name", ["csv", "json", "c_subset"])
+def test_free_walk_matches_union_walk(name, llama3):
+    cg = compile_cfg(lark_to_cfg(grammars.load(name)), llama3)
+    ft, facc, fout = cg.free_lexer()
+    tr = llama3.trie
+    depth = int(tr.max_depth) + 2
+    inner = np.flatnonzero(tr.node_end > np.arange(tr.node_end.shape[0]) + 1)  # nodes with children
+    rng = np.random.default_rng(5)
+    nmark = np.zeros(tr.node_end.shape[0], np.int64)
+    for trial in range(12):
+        # nested lists: random nodes and, for some, their ancestors (every prefix of a word)
+        picks = set(rng.choice(inner, 40 if trial % 2 else 400).tolist())
+        for n in list(picks)[:20]:
+            for a in range(n - 1, max(n - 8, -1), -1):
+                if tr.node_end[a] > n and tr.node_end[a] > a + 1:
+                    picks.add(a)
+        u = np.array(sorted(picks), np.int32)
+        fb = (rng.random(256) < 0.6).astype(np.uint8) if trial % 3 else np.ones(256, np.uint8)
+        nmark[u] = trial + 1
+        want = np.zeros((llama3.logits_width + 31) // 32, np.uint32)
+        got = want.copy()
+        union_walk(u, fb, 0, ft, facc, fout, tr.node_byte, tr.node_depth, tr.node_end, tr.tok_ptr, tr.tok_ids,
+                   nmark, trial + 1, np.zeros((depth, depth), np.int32), np.zeros(depth, np.int64),
+                   np.zeros(depth, np.uint8), want, np.zeros(16, np.int32))
+        free_walk(u, fb, ft, tr.node_byte, tr.node_depth, tr.node_end, tr.tok_ptr, tr.tok_ids, nmark, trial + 1,
+                  np.zeros(depth, np.int32), np.zeros(depth, np.uint8), got)
+        assert want.any() and np.array_equal(got, want)

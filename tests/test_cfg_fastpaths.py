@@ -2,12 +2,9 @@
 
 - whitespace-prefixed terminals composed as a chain in front of the body's DFA
   (``engine._prefixed_build``) vs the builder's subset construction of the same IR;
-- the JSON free lexer (``CompiledCFG.free_lexer`` with the JSON front end's lexeme superset,
-  ``json_slicing().lexemes``): chosen only when every lexeme is JSON text
-  (``mask.lexemes_within``, checked against a brute-force walk) and then a superset of the
-  prefixes of lexeme sequences (sound for the mask's skip test);
 - ``Tables``' lexer table (Numba ``_place``) vs the numpy formula;
-- masks of JSON Schema grammars vs the slow reference walk.
+- masks of JSON Schema grammars, with and without the byte-pair free lexer's skips, vs advancing
+  every token.
 """
 from __future__ import annotations
 
@@ -19,9 +16,7 @@ import pytest
 
 from structgen.automaton import ir
 from structgen.cfg import compile_cfg
-from structgen.frontends import lark_to_cfg
 from structgen.cfg import engine as E
-from structgen.cfg.mask import lexemes_within
 from structgen.cfg.terminals import build
 from structgen.frontends.lark import regex_to_ir
 from structgen.frontends.json_schema.language import WS_CHARS as _WS_CHARS
@@ -94,26 +89,6 @@ def test_prefixed_build_state_limit():
         E._prefixed_build(node, 5)
 
 
-def _within_brute(tb, jt, jacc) -> bool:
-    """Every lexeme is JSON text: enumerate lexer paths (the test grammars' lexers are tiny)."""
-    todo = [(int(g), 0) for g in tb.tstart]
-    seen = set(todo)
-    while todo:
-        g, j = todo.pop()
-        if tb.gacc[g] and not jacc[j]:
-            return False
-        for b in range(256):
-            t = tb.trans[g, b]
-            if t >= 0:
-                u = jt[j, b]
-                if u < 0:
-                    return False
-                if (t, u) not in seen:
-                    seen.add((t, u))
-                    todo.append((int(t), int(u)))
-    return True
-
-
 VOCAB = Vocabulary.from_bytes([bytes([b]) for b in range(256)] + [b'{"', b'": ', b'", "', b'true', b' 1', b'"}'] +
                               [b""], eos_ids=[262])
 SCHEMAS = [
@@ -122,42 +97,6 @@ SCHEMAS = [
     {"type": "array", "items": {"enum": [1, "x", None, True]}, "maxItems": 3},
     {"anyOf": [{"type": "number", "minimum": 0}, {"type": "boolean"}, {"const": "caf\u00e9"}]},
 ]
-
-
-@pytest.mark.parametrize("schema", SCHEMAS)
-@pytest.mark.parametrize("ws", ["flexible", "compact"])
-def test_json_free_lexer_is_sound(schema, ws):
-    cg = compile_cfg(compile_json_schema_cfg(schema, whitespace=ws, max_whitespace=2).grammar, VOCAB,
-                     slicing=json_slicing())
-    tb = cg.tables
-    jt, jacc, _ = E.lexeme_dfa(json_slicing().lexemes)
-    assert lexemes_within(tb.trans, tb.gacc, tb.tstart, jt, jacc, 0) == _within_brute(tb, jt, jacc) is True
-    ftrans = cg.free_lexer(precise=True)[0]
-    assert ftrans is jt
-    # every concatenation of lexemes (random walks through the lexer) stays alive in it
-    rng = random.Random(0)
-    for _ in range(300):
-        f, g = 0, int(rng.choice(tb.tstart))
-        for _ in range(30):
-            nxt = np.flatnonzero(tb.trans[g] >= 0)
-            if tb.gacc[g] and (nxt.size == 0 or rng.random() < 0.3):
-                g = int(rng.choice(tb.tstart))
-                continue
-            if nxt.size == 0:
-                break
-            b = int(rng.choice(nxt))
-            g, f = tb.trans[g, b], ftrans[f, b]
-            assert f >= 0
-
-
-def test_non_json_grammar_keeps_its_own_free_lexer():
-    cg = compile_cfg(lark_to_cfg('start: WORD ("=" WORD)*\nWORD: /[a-z]+/\n'), VOCAB, slicing=json_slicing())
-    tb = cg.tables
-    jt, jacc, _ = E.lexeme_dfa(json_slicing().lexemes)
-    assert not lexemes_within(tb.trans, tb.gacc, tb.tstart, jt, jacc, 0)
-    assert not _within_brute(tb, jt, jacc)
-    f = cg.free_lexer(precise=True)[0]
-    assert f is not jt and f.shape[0] > 1
 
 
 def test_tables_lexer_matches_numpy():
@@ -172,11 +111,12 @@ def test_tables_lexer_matches_numpy():
 
 
 @pytest.mark.parametrize("schema", SCHEMAS)
-def test_json_masks_match_brute_force(schema):
-    """Along random walks, the mask (cached parts, the JSON free lexer's skips) equals advancing
-    every token on a fork of the matcher."""
+@pytest.mark.parametrize("skip_covered", [False, True])
+def test_json_masks_match_brute_force(schema, skip_covered):
+    """Along random walks, the mask (cached parts, the byte-pair free lexer's skips) equals
+    advancing every token on a fork of the matcher."""
     cg = compile_cfg(compile_json_schema_cfg(schema, whitespace="flexible", max_whitespace=2).grammar, VOCAB,
-                     slicing=json_slicing())
+                     slicing=json_slicing(), skip_covered=skip_covered)
     rng = random.Random(1)
     for _ in range(4):
         m = cg.matcher()

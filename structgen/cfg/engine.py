@@ -20,7 +20,6 @@ they are shared by every matcher of it.
 from __future__ import annotations
 
 import pickle
-import threading
 import time
 
 import numpy as np
@@ -30,7 +29,7 @@ from .. import caching
 from ..automaton import ir
 from ..automaton.build import limit_scope, warm_up as build_warm_up
 from ..automaton.dfa import ByteDFA
-from ..errors import GrammarError, LimitExceeded, StructgenError
+from ..errors import GrammarError, LimitExceeded
 from ..index.slices import NO_SLICING, Slicing, char_runs
 from ..kernels.packed import Packed
 from ..vocab.vocabulary import Vocabulary
@@ -533,24 +532,6 @@ def _normalise(cfg: CFG, max_states: int):
     return n, dfas
 
 
-_LEXEME_DFAS: dict = {}  # lexeme superset IR node -> (trans, accepting, prefix_trans)
-_LEXEME_LOCK = threading.Lock()
-
-
-def lexeme_dfa(node: ir.Node):
-    """``(trans, accepting, prefix_trans)`` of the minimal DFA of ``node`` (a lexeme superset,
-    :attr:`structgen.index.slices.Slicing.lexemes`; full 256-column rows, start 0), built once
-    per process; ``prefix_trans`` is the same table (trimmed: every state is a prefix of a word)."""
-    hit = _LEXEME_DFAS.get(node)
-    if hit is None:
-        d = build(node)
-        trans = np.ascontiguousarray(d.transitions[:, d.byte_class], dtype=np.int32)
-        hit = (trans, d.accepting.astype(np.uint8), trans)
-        with _LEXEME_LOCK:
-            hit = _LEXEME_DFAS.setdefault(node, hit)
-    return hit
-
-
 class CompiledCFG:
     """A CFG compiled for one vocabulary.  ``matcher()`` hands out matchers.
 
@@ -570,8 +551,7 @@ class CompiledCFG:
     walks, 78 and 22 with it).  Its table costs a pass over the lexer tables, which a one-off
     JSON Schema does not pay (its lists then record every token below them).
     ``slicing`` (:class:`~structgen.index.slices.Slicing`): its first slice is the character set
-    of the run tokens (:meth:`runs`), its ``lexemes`` a candidate free lexer
-    (:meth:`free_lexer`); masks do not depend on it.
+    of the run tokens (:meth:`runs`); masks do not depend on it.
     """
 
     def __init__(self, cfg: CFG, vocab, *, max_states: int = 100_000, max_lexer_states: int = 200_000,
@@ -615,44 +595,18 @@ class CompiledCFG:
                 self.prefill_thread = start_background_prefill(self.cache, self, rest)
         self.compile_seconds = time.perf_counter() - t0
 
-    def free_lexer(self, precise: bool = False):
-        """``(trans[S, 256], zeros[S], out[S])``: a DFA of a superset of the prefixes of the
-        sequences of lexemes, ignoring the parser.  Tokens below a boundary list that it
-        rejects can never be allowed, so :mod:`structgen.cfg.mask` leaves them out of the
-        list's "everything below is allowed already" test, and any superset is sound there
-        (a larger one only skips fewer lists).
-
-        By default the byte-pair DFA (:func:`byte_pair_lexer`: a string whose adjacent bytes
-        can be adjacent in lexeme sequences), made in one pass over the lexer tables and
-        walked in one pass over a list's subtrees whatever the grammar.  ``precise``: the
-        language itself (built on first use; for tests) -- when every lexeme is a word of the
-        compile options' lexeme superset (``slicing.lexemes``: JSON text for the JSON Schema
-        grammars) the fixed DFA of its prefixes (:func:`lexeme_dfa`), else the grammar's own
-        DFA (a subset construction over every terminal, too slow for a compile), or the
-        byte-pair DFA when that is too large."""
-        tb = self.tables
-        if not precise:
-            fl = getattr(self, "_pair_lexer", None)
-            if fl is None:
-                fl = self._pair_lexer = byte_pair_lexer(tb.trans, tb.gacc, tb.gterm, tb.gfirst, tb.follow)
-            return fl
-        fl = getattr(self, "_free_lexer", None)
+    def free_lexer(self):
+        """``(trans[257, 256], zeros[257], out[257])``: the byte-pair DFA of :func:`byte_pair_lexer`
+        (made on first use): a DFA of a superset of the sequences of lexemes, parser ignored,
+        closed under factors.  Tokens below a boundary list that it rejects can never be allowed,
+        so :mod:`structgen.cfg.mask` leaves them out of the list's "everything below is allowed
+        already" test (any such superset is sound there: a larger one only skips fewer lists),
+        and finds those it takes in one pass with one state per node
+        (:func:`~.trie_walks.free_walk`)."""
+        fl = getattr(self, "_pair_lexer", None)
         if fl is None:
-            lex = self.slicing.lexemes
-            j = lexeme_dfa(lex) if lex is not None else None
-            if j is not None and len(tb.term_names) and mk.lexemes_within(tb.trans, tb.gacc, tb.tstart, j[0], j[1], 0):
-                trans = j[2]
-            else:
-                nodes = [self.norm.terminals[t] for t in tb.term_names]
-                try:
-                    if not nodes:
-                        raise LimitExceeded("no terminals", "free lexer", 0)
-                    d = build(ir.repeat(ir.alt(*nodes), 1, None), max_states=4096)
-                    trans = np.ascontiguousarray(d.transitions[:, d.byte_class], dtype=np.int32)
-                except StructgenError:
-                    return self.free_lexer()
-            n = trans.shape[0]
-            fl = self._free_lexer = (trans, np.zeros(n, np.uint8), (trans >= 0).any(axis=1).astype(np.uint8))
+            tb = self.tables
+            fl = self._pair_lexer = byte_pair_lexer(tb.trans, tb.gacc, tb.gterm, tb.gfirst, tb.follow)
         return fl
 
     def runs(self):

@@ -51,7 +51,7 @@ from ..kernels.packed import view1, view2, view3
 from . import earley
 from .earley import predict_after
 from .run_budgets import chain_budget, split_budget
-from .trie_walks import build_kids, sort_marked, union_walk, walk_kids, walk_split
+from .trie_walks import build_kids, free_walk, sort_marked, union_walk, walk_kids, walk_split
 
 # expand_mask status codes
 OK = 0
@@ -183,10 +183,10 @@ def lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, nod
     every byte of an identifier) cost the size of that union, not more.
 
     A new boundary list also records (bits ``bl_uoff/bl_un`` in the bit pool) the
-    tokens below its nodes whose rest is a prefix of some sequence of lexemes (the
-    free lexer ``ftrans``, parser ignored): a superset of what lexemes starting
-    there can allow, so :func:`expand_mask` computes no entry of a list below which they
-    are all allowed already.
+    tokens below its nodes whose rest the free lexer ``ftrans`` takes (parser ignored; a
+    language closed under factors, see :func:`free_walk`): a superset of what lexemes
+    starting there can allow, so :func:`expand_mask` computes no entry of a list below which
+    they are all allowed already.
 
     Root walks (list 0) from states inside a run (a quoted string: the run character set) take
     the tokens made only of run characters ("run tokens") from the per-vocabulary table ``cum`` by length and
@@ -299,8 +299,8 @@ def lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, nod
         for q in range(nb):
             nmark[u[q]] = st
         if ftrans.shape[0] > 1:
-            union_walk(u, fb, 0, ftrans, facc, fout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
-                       nmark, st, act, actn, isb, scr_words, lstack)  # facc is all zero: no output
+            free_walk(u, fb, ftrans, node_byte, node_depth, node_end, tok_ptr, tok_ids, nmark, st, lstack, isb,
+                      scr_words)
         else:  # the free lexer takes everything: every token below the children, in a tighter loop
             for q in range(ko, ko + nk):
                 c = bl_kids[q]
@@ -651,46 +651,6 @@ def or_roots(gs, ht_keys, ht_vals, ent_boff, ent_bn, bidx, bval, words):
         e = ht_vals[s]
         for k in range(ent_boff[e], ent_boff[e] + ent_bn[e]):
             words[bidx[k]] |= bval[k]
-    return True
-
-
-@njit(cache=True, nogil=True)
-def lexemes_within(trans, gacc, tstart, jtrans, jacc, j0):
-    """Is every lexeme of the lexer (the words from each start ``tstart``) a word of the
-    DFA ``jtrans`` (start ``j0``, accepting ``jacc``, full 256-column rows)?  A walk of
-    the product automaton, trimmed lexer tables assumed."""
-    NJ = jtrans.shape[0]
-    seen = np.zeros(trans.shape[0] * NJ, np.uint8)
-    stack = np.empty((max(1024, tstart.shape[0]), 2), np.int32)
-    top = 0
-    for i in range(tstart.shape[0]):
-        g = tstart[i]
-        if not seen[g * NJ + j0]:
-            seen[g * NJ + j0] = 1
-            stack[top, 0] = g
-            stack[top, 1] = j0
-            top += 1
-    while top > 0:
-        top -= 1
-        g, j = stack[top, 0], stack[top, 1]
-        if gacc[g] and not jacc[j]:
-            return False
-        for b in range(256):
-            t = trans[g, b]
-            if t < 0:
-                continue
-            u = jtrans[j, b]
-            if u < 0:
-                return False
-            if not seen[t * NJ + u]:
-                seen[t * NJ + u] = 1
-                if top == stack.shape[0]:
-                    more = np.empty((2 * top, 2), np.int32)
-                    more[:top] = stack[:top]
-                    stack = more
-                stack[top, 0] = t
-                stack[top, 1] = u
-                top += 1
     return True
 
 

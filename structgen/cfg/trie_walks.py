@@ -6,7 +6,8 @@
   on).  With ``skip`` (per byte for :func:`walk_split`) subtrees without an ``impure`` token are
   left out: their bits come from the run table (:mod:`.run_budgets`).
 - :func:`union_walk`: the same from many boundary nodes at once, walking the union of their
-  subtrees once (nested boundaries after every byte of an identifier).
+  subtrees once (nested boundaries after every byte of an identifier); :func:`free_walk` the
+  same for the free lexer, which needs one state per node.
 - :func:`build_kids` / :func:`sort_marked`: a boundary list's children by byte, its nodes sorted.
 - :func:`full_walk`: the slow reference, the parser stepped at every trie node.
 
@@ -161,6 +162,21 @@ def _add_state(act, d, n, t):
     return n + 1
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _next_boundary(i, d, k, u, node_end, node_depth, per_depth, none, isb):
+    """Where a walk of the union of subtrees below the boundary list ``u`` goes on when nothing
+    walks through node ``i`` (depth ``d``): the next boundary ``u[k]`` inside its subtree, the
+    depths in between cleared (``per_depth`` to ``none``, not boundaries), else past the subtree."""
+    e = node_end[i]
+    if k < u.shape[0] and u[k] < e:
+        j = u[k]
+        for dd in range(d, node_depth[j]):
+            per_depth[dd] = none
+            isb[dd] = 0
+        return j
+    return e
+
+
 @njit(cache=True, nogil=True)
 def union_walk(u, fb, g0, trans, gacc, gout, node_byte, node_depth, node_end, tok_ptr, tok_ids,
                nmark, bstamp, act, actn, isb, words, out_nodes):
@@ -218,19 +234,56 @@ def union_walk(u, fb, g0, trans, gacc, gout, node_byte, node_depth, node_end, to
             actn[d] = n
             isb[d] = bnd
             if n == 0 and not bnd:
-                # nothing walks through i: go to the next boundary inside its subtree, if any
-                e = node_end[i]
-                if k < nu and u[k] < e:
-                    j = u[k]
-                    for dd in range(d, node_depth[j]):
-                        actn[dd] = 0
-                        isb[dd] = 0
-                    i = j
-                else:
-                    i = e
+                i = _next_boundary(i, d, k, u, node_end, node_depth, actn, 0, isb)
                 continue
             i += 1
     return nb
+
+
+@njit(cache=True, nogil=True)
+def free_walk(u, fb, ftrans, node_byte, node_depth, node_end, tok_ptr, tok_ids, nmark, bstamp, lstate, isb, words):
+    """The tokens below the sorted boundary list ``u`` (``nmark[n] == bstamp`` marks its nodes)
+    whose rest, from some boundary on (a lexeme starting at a child whose byte ``x`` has
+    ``fb[x]``), the free lexer ``ftrans`` (start 0) steps through, into ``words``: one pass over
+    the union of the subtrees, as :func:`union_walk`, but with one state per depth.  That is
+    exact for a free lexer whose language is closed under taking factors (the byte-pair DFA
+    of :func:`structgen.cfg.engine.byte_pair_lexer`, or one state accepting everything): a
+    rest accepted from an outer boundary is accepted from the innermost one, so the run
+    started there stands for all.  ``lstate`` / ``isb``: the state at each depth of the current
+    path (-1: none) and whether that node is a boundary."""
+    nu = u.shape[0]
+    k = 0
+    while k < nu:
+        r = u[k]
+        k += 1
+        hi = node_end[r]
+        d0 = node_depth[r]
+        lstate[d0] = -1
+        isb[d0] = 1
+        i = r + 1
+        while i < hi:
+            d = node_depth[i]
+            x = node_byte[i]
+            pd = d - 1
+            if isb[pd] and fb[x]:
+                s = ftrans[0, x]
+            elif lstate[pd] >= 0:
+                s = ftrans[lstate[pd], x]
+            else:
+                s = -1
+            bnd = nmark[i] == bstamp
+            if bnd:
+                k += 1
+            if s >= 0:
+                for p in range(tok_ptr[i], tok_ptr[i + 1]):
+                    t = tok_ids[p]
+                    words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+            lstate[d] = s
+            isb[d] = bnd
+            if s < 0 and not bnd:
+                i = _next_boundary(i, d, k, u, node_end, node_depth, lstate, -1, isb)
+                continue
+            i += 1
 
 
 @njit(cache=True, nogil=True)

@@ -44,13 +44,10 @@ class SliceDef:
 @dataclass(frozen=True)
 class Slicing:
     """The vocabulary slices a compilation may use (tried in order; the first is also the grammar
-    engine's run character set, see :class:`CharRuns`), and ``lexemes``: None, or a regular
-    language (IR) containing every sequence of lexemes of the grammars it is given to, whose
-    prefix DFA the grammar engine may use as its free lexer (checked, never trusted).
-    Neither changes a mask, only how fast it is computed."""
+    engine's run character set, see :class:`CharRuns`).  They change no mask, only how fast it
+    is computed."""
 
     slices: tuple = ()
-    lexemes: ir.Node | None = None
 
 
 NO_SLICING = Slicing()

@@ -134,8 +134,9 @@ _TABLES: dict = {}
 
 
 def _tables(vocab):
-    """Per vocabulary (cached): each token's number of ``"`` bytes, and for each byte the id of a
-    token spelling exactly that byte (-1: none)."""
+    """Per vocabulary (cached): each token's number of ``"`` bytes, for each byte the id of a
+    token spelling exactly that byte (-1: none), and for each byte without one the tokens that
+    start with it (a packed mask, by byte)."""
     key = (id(vocab), vocab.fingerprint)
     hit = _TABLES.get(key)
     if hit is not None and hit[0] is vocab:
@@ -149,10 +150,20 @@ def _tables(vocab):
     ones = np.flatnonzero((off[1:] - off[:-1] == 1) & normal[:off.shape[0] - 1])
     for t in ones[::-1].tolist():
         single[data[off[t]]] = t
+    lead = {}
+    n = off.shape[0] - 1
+    starts = np.flatnonzero((off[1:] > off[:-1]) & normal[:n])
+    first = data[off[starts]]
+    for b in np.flatnonzero(single < 0).tolist():
+        ids = starts[first == b]
+        if ids.size:
+            bits = np.zeros((n + 31) // 32, np.uint32)
+            np.bitwise_or.at(bits, ids >> 5, (np.uint32(1) << (ids & 31).astype(np.uint32)))
+            lead[b] = bits
     if len(_TABLES) > 16:
         _TABLES.clear()
-    _TABLES[key] = (vocab, (counts, single))
-    return counts, single
+    _TABLES[key] = (vocab, (counts, single, lead))
+    return counts, single, lead
 
 
 #: the order the liveness search tries bytes in: what ends a value first, whitespace last
@@ -181,7 +192,7 @@ class UniqueItemsMatcher(Matcher):
         self.live = bool(live)  # the liveness check (off in the forks its own search uses)
         self._vocab = vocab
         self.plan = plan
-        self._qcount, self._single = _tables(vocab)
+        self._qcount, self._single, self._lead = _tables(vocab)
         self._normal = np.asarray(vocab.is_normal, np.bool_)
         self._tdata = vocab.token_data
         self._toff = vocab.token_offsets
@@ -376,7 +387,8 @@ class UniqueItemsMatcher(Matcher):
     def item_can_end(self, budget: list) -> bool:
         """Can the item in progress of the innermost unique array end without being a duplicate?
         A depth-first search over single bytes under the inner matcher's masks (the bytes that end
-        a value first; a byte without a one-byte token is tried with ``advance_bytes``); True when
+        a value first; a byte without a one-byte token is tried with ``advance_bytes``, when an
+        allowed token starts with it); True when
         it finds such an ending and also when the search is cut (``budget[0]`` work units, spent in
         place -- one budget serves a whole mask -- see ``LIVENESS_BUDGET``): only a proven dead
         item is refused."""
@@ -414,7 +426,10 @@ class UniqueItemsMatcher(Matcher):
                     left[0] -= 1
                     if not self.advance(t):
                         continue
-                else:  # no one-byte token: ask with the byte
+                else:  # no one-byte token: ask with the byte, if an allowed token starts with it
+                    lead = self._lead.get(b)
+                    if lead is None or not (words[:lead.shape[0]] & lead).any():
+                        continue
                     left[0] -= 1
                     if not self.advance_bytes(bytes([b])):
                         continue

@@ -6,10 +6,7 @@ compiled with (:meth:`structgen.Grammar.from_json_schema` attaches it):
 - one vocabulary slice, the characters a JSON string holds without escaping (every code point
   from U+0020 but ``"``, ``\\`` and the surrogates): a state inside a free string loops on all of
   them (:class:`~structgen.index.token_dfa.TokenDFA`), a state inside a string with
-  ``maxLength`` counts them (the grammar engine's run tokens);
-- ``lexemes``: JSON text lexically (RFC 8259: whitespace, punctuation, strings, numbers,
-  literals, in any sequence), which holds every lexeme sequence of a JSON Schema grammar, so the
-  grammar engine may use its prefix DFA as the free lexer (it checks that it holds first).
+  ``maxLength`` counts them (the grammar engine's run tokens).
 
 Masks never depend on this; only how fast they are computed.
 """
@@ -19,7 +16,6 @@ from functools import lru_cache
 
 from ...automaton import ir
 from ...index.slices import SliceDef, Slicing
-from ..regex import parse_regex
 
 #: Characters a JSON string holds without escaping.
 JSON_STRING_CHARS = ir.CharSet.of([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0xD7FF), (0xE000, 0x10FFFF)])
@@ -27,12 +23,7 @@ JSON_STRING_CHARS = ir.CharSet.of([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0xD7FF), (
 #: The JSON-string-body slice.
 JSON_STRING_SLICE = SliceDef(JSON_STRING_CHARS, 0.25, "JSON string characters")
 
-# JSON text lexically: whitespace, punctuation, strings, numbers, literals (RFC 8259)
-JSON_TEXT = (r'(?:[ \t\n\r]|[{}\[\],:]|"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
-             r'|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null)*')
-
-
 @lru_cache(maxsize=None)
 def json_slicing() -> Slicing:
     """The slicing of JSON Schema grammars (one object per process: see the module doc)."""
-    return Slicing((JSON_STRING_SLICE,), parse_regex(JSON_TEXT))
+    return Slicing((JSON_STRING_SLICE,))
