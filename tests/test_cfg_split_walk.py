@@ -75,7 +75,7 @@ def _root_entry(e, g):
     w = c.begin_fill()
     for _ in range(20):
         _, st = mk.fill_entries(np.zeros(1, np.int32), np.array([g], np.int32), tb.trans, tb.gacc, tb.gout, tb.gterm,
-                                tb.follow, *e._trie_args, *w.arrays(), *c.scratch(), *e.free_lexer(), *e.runs())
+                                tb.follow, *e._trie_args, *w.arrays(), *c.scratch(), e.free_lexer(), *e.runs())
         if st == mk.OK:
             return w
         if st == mk.CACHE_FULL:

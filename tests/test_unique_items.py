@@ -329,6 +329,20 @@ def test_items_doomed_to_repeat_are_not_started(tiny):
     assert m.advance_many(list(b"[75,75")) == 6 and ord("0") in set(m.allowed_tokens().tolist())
 
 
+def test_liveness_budget_is_not_spent_on_bytes_no_token_starts(tiny):
+    """The tiny vocabulary has no one-byte tokens for bytes over 0x7f: the search must not pay a
+    unit for each of them per candidate (it ran out after 3 earlier items, found by hypothesis:
+    a dead end after '["{","b","}","r","}')."""
+    one = _compile({"type": "array", "items": {"type": "string", "maxLength": 1}, "uniqueItems": True}, tiny)
+    for items in ("{b}r", "abc}", "abcdefghijklmnopqrstuvwxyz0123456789!#$%"):
+        text = ("[" + ",".join(json.dumps(c) for c in items) + ',"').encode()
+        m = one.matcher()
+        assert m.advance_many(list(text)) == len(text)
+        allowed = set(m.allowed_tokens().tolist())
+        assert not [c for c in items if ord(c) in allowed], items
+        assert ord("Z") in allowed
+
+
 def test_the_plan_refuses_branch_dependent_uniqueness(tiny):
     """Under anyOf the arrays that must be unique depend on the branch: the compilers' error stays --
     unless the branches declare disjoint types (the value's type picks the branch)."""

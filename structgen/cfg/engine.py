@@ -578,7 +578,7 @@ class CompiledCFG:
         if skip_covered is None:
             skip_covered = prefill_seconds > 0
         # built once: the same arrays every mask
-        self.lexer_aids = mk.LexerAids(*(self.free_lexer() if skip_covered else _ANY_BYTES), *self.runs())
+        self.lexer_aids = mk.LexerAids(self.free_lexer() if skip_covered else _ANY_BYTES, *self.runs())
         # the same arrays as one table (:data:`structgen.cfg.mask.PACKED_GRAMMAR`), for the packed mask kernel
         named = {**self.grammar_arrays._asdict(), **self.trie_arrays._asdict(), "follow": self.tables.follow,
                  **self.lexer_aids._asdict(), "gfirst": self.tables.gfirst}
@@ -596,7 +596,7 @@ class CompiledCFG:
         self.compile_seconds = time.perf_counter() - t0
 
     def free_lexer(self):
-        """``(trans[257, 256], zeros[257], out[257])``: the byte-pair DFA of :func:`byte_pair_lexer`
+        """``trans[257, 256]``: the byte-pair DFA of :func:`byte_pair_lexer`
         (made on first use): a DFA of a superset of the sequences of lexemes, parser ignored,
         closed under factors.  Tokens below a boundary list that it rejects can never be allowed,
         so :mod:`structgen.cfg.mask` leaves them out of the list's "everything below is allowed
@@ -633,25 +633,24 @@ class CompiledCFG:
 
 # one state looping on every byte (a free lexer that rejects nothing), shared; never written
 # (kept writeable: Numba compiles separate kernels for read-only arrays)
-_ANY_BYTES = (np.zeros((1, 256), np.int32), np.zeros(1, np.uint8), np.ones(1, np.uint8))
+_ANY_BYTES = np.zeros((1, 256), np.int32)
 
 
 def byte_pair_lexer(trans, gacc, gterm, gfirst, follow):
-    """The free lexer of :meth:`CompiledCFG.free_lexer` by default: ``(trans[257, 256],
-    zeros[257], out[257])``, state 0 at the start and ``1 + x`` after byte ``x``, which steps on
+    """The free lexer of :meth:`CompiledCFG.free_lexer`: ``trans[257, 256]``, state 0 at the
+    start and ``1 + x`` after byte ``x``, which steps on
     ``y`` when ``x y`` can be adjacent in a sequence of lexemes -- inside a lexeme (some lexer
     state entered on ``x`` leaves on ``y``) or across a boundary (``x`` ends a lexeme of a
     terminal that ``y`` can follow: its FOLLOW bytes).  Over the lexer tables of
     :class:`Tables` (``gfirst``: the bytes each state leaves on, packed)."""
     ft = np.empty((257, 256), np.int32)
-    out = np.empty(257, np.uint8)
-    _byte_pairs(trans, gacc, gterm, gfirst, follow, ft, out)
-    return ft, np.zeros(257, np.uint8), out
+    _byte_pairs(trans, gacc, gterm, gfirst, follow, ft)
+    return ft
 
 
 @njit(cache=True, nogil=True)
-def _byte_pairs(trans, gacc, gterm, gfirst, follow, ft, out):
-    """Fill ``ft`` and ``out`` of :func:`byte_pair_lexer`."""
+def _byte_pairs(trans, gacc, gterm, gfirst, follow, ft):
+    """Fill ``ft`` of :func:`byte_pair_lexer`."""
     NG = trans.shape[0]
     row = np.empty((NG, 4), np.uint64)  # per state: the bytes after one that enters it
     for s in range(NG):
@@ -670,16 +669,9 @@ def _byte_pairs(trans, gacc, gterm, gfirst, follow, ft, out):
                     pairs[x, w] |= row[s, w]
     for y in range(256):
         ft[0, y] = y + 1
-    out[0] = 1
     for x in range(256):
-        any_ = 0
         for y in range(256):
-            if (pairs[x, y >> 6] >> np.uint64(y & 63)) & np.uint64(1):
-                ft[1 + x, y] = y + 1
-                any_ = 1
-            else:
-                ft[1 + x, y] = -1
-        out[1 + x] = any_
+            ft[1 + x, y] = y + 1 if (pairs[x, y >> 6] >> np.uint64(y & 63)) & np.uint64(1) else -1
 
 
 PREFILL_SECONDS = 0.05

@@ -168,7 +168,7 @@ def _has_room(bl, g, kb, trans, node_end, bl_kids, ent_bl2, bidx, bl_off, bl_nod
 @njit(cache=True, nogil=True)
 def lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, node_end, tok_ptr, tok_ids,
              ht_keys, ht_vals, ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_kb, bl_kids, bl_term, bl_uoff, bl_un, cnt,
-             scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb, ftrans, facc, fout,
+             scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb, ftrans,
              chain, cum, impure, u_trans, u_acc, u0):
     """Compute the cache entry of ``(bl, g)`` and append it to the pools.
 
@@ -338,7 +338,7 @@ def expand_mask(front, nfront, n_sets, items, set_off,
                 mark, stampbox, node_byte, node_depth, node_end, tok_ptr, tok_ids,
                 ht_keys, ht_vals, ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_kb, bl_kids,
                 bl_term, bl_uoff, bl_un, cnt, follow, fill, root_done,
-                scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb, ftrans, facc, fout,
+                scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb, ftrans,
                 chain, cum, impure, u_trans, u_acc, u0, gfirst, words, estamp, bstamp, work, ptask, vkeys, vstamp, pkeys,
                 pstamp, pval, predbuf):
     """OR into ``words`` every token allowed from the parse state (chart ``items`` /
@@ -443,7 +443,7 @@ def expand_mask(front, nfront, n_sets, items, set_off,
                 e = lex_fill(bl, g, trans, gacc, gout, gterm, follow, node_byte, node_depth, node_end, tok_ptr,
                              tok_ids, ht_keys, ht_vals, ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_kb, bl_kids,
                              bl_term, bl_uoff, bl_un, cnt, scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb,
-                             ftrans, facc, fout, chain, cum, impure, u_trans, u_acc, u0)
+                             ftrans, chain, cum, impure, u_trans, u_acc, u0)
                 if e == -1:
                     return CACHE_FULL
                 if e == -2:
@@ -613,7 +613,7 @@ def _covered(bl, bl_uoff, bl_un, bidx, bval, words, bstamp, cur):
 def fill_entries(bls, gs, trans, gacc, gout, gterm, follow, node_byte, node_depth, node_end, tok_ptr, tok_ids,
                  ht_keys, ht_vals, ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_kb, bl_kids,
                  bl_term, bl_uoff, bl_un, cnt, scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb,
-                 ftrans, facc, fout, chain, cum, impure, u_trans, u_acc, u0):
+                 ftrans, chain, cum, impure, u_trans, u_acc, u0):
     """Compute the entries ``(bls[i], gs[i])`` that are not cached yet (what
     :func:`expand_mask` would compute on first use).  Returns ``(done, status)``: how many
     pairs are done, stopping early at a full pool (``CACHE_FULL``) or scratch (``NODES_FULL``)."""
@@ -628,7 +628,7 @@ def fill_entries(bls, gs, trans, gacc, gout, gterm, follow, node_byte, node_dept
         e = lex_fill(bls[i], gs[i], trans, gacc, gout, gterm, follow, node_byte, node_depth, node_end, tok_ptr,
                      tok_ids, ht_keys, ht_vals, ent_bl2, ent_boff, ent_bn, bidx, bval, bl_off, bl_nodes, bl_kb, bl_kids,
                      bl_term, bl_uoff, bl_un, cnt, scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb,
-                     ftrans, facc, fout, chain, cum, impure, u_trans, u_acc, u0)
+                     ftrans, chain, cum, impure, u_trans, u_acc, u0)
         if e == -1:
             return i, CACHE_FULL
         if e == -2:
@@ -673,8 +673,8 @@ def expand_mask_packed(front, nfront, n_sets, fill, root_done, words, m, NN, u0,
         view2(g, 16, u1), fill, root_done,
         view1(s, 0, u4), view1(s, 1, i4), view1(s, 2, i4), view1(s, 3, i8), view1(s, 4, i8), view2(s, 5, i4),
         view1(s, 6, i8), view1(s, 7, u1),
-        view2(g, 17, i4), view1(g, 18, u1), view1(g, 19, u1), view1(g, 20, i4), view2(g, 21, u4), view1(g, 22, u1),
-        view2(g, 23, i4), view1(g, 24, u1), u0, view2(g, 25, np.uint64),
+        view2(g, 17, i4), view1(g, 18, i4), view2(g, 19, u4), view1(g, 20, u1),
+        view2(g, 21, i4), view1(g, 22, u1), u0, view2(g, 23, np.uint64),
         words, view1(m, 4, i8), view2(m, 5, i8), view2(m, 6, i4), view2(m, 7, i4), view1(m, 8, i8),
         view1(m, 9, i8), view1(m, 10, i8), view1(m, 11, i8), view2(m, 12, i4), view2(m, 13, i4))
 
@@ -704,7 +704,7 @@ CacheArrays = namedtuple("CacheArrays", "ht_keys ht_vals ent_bl2 ent_boff ent_bn
 FillScratch = namedtuple("FillScratch", "scr_words scr_nodes lstack nmark nst act actn isb")
 #: Per grammar: the free lexer and the run tables
 #: (:meth:`~structgen.cfg.engine.CompiledCFG.free_lexer`, :meth:`~structgen.cfg.engine.CompiledCFG.runs`).
-LexerAids = namedtuple("LexerAids", "ftrans facc fout chain cum impure u_trans u_acc u0")
+LexerAids = namedtuple("LexerAids", "ftrans chain cum impure u_trans u_acc u0")
 
 #: What callers splat into each kernel, in order: records and lists of single parameters.
 KERNEL_ORDERS = {

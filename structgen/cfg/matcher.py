@@ -13,8 +13,8 @@ Also a :class:`~structgen.runtime.protocol.ByteStateView`: the automaton is the 
 of the lexer DFAs, the states those of the frontier's lexemes.
 
 Mask memo: once a mask of this matcher has cost more than ``MEMO_MIN_SECONDS`` without
-filling the grammar's cache (a first visit is costly once), such masks are kept (the last ``MEMO_MASKS``) under :func:`~structgen.cfg.earley.frontier_signature`,
-which names what a mask reads of the chart, and under the frontier itself -- a repeated
+filling the grammar's cache (a first visit is costly once), such masks are kept (the last
+``MEMO_MASKS``) under :func:`~structgen.cfg.earley.frontier_signature`, which names what a mask reads of the chart, and under the frontier itself -- a repeated
 configuration (the next word of a CSV row, the next byte of a right-recursive string, the next
 token of a docstring) then costs a lookup instead of a mask computation.  A matcher whose
 lookups seldom hit (under 1 in 16 after ``MEMO_PROBATION``) stops keeping masks.  The key refers to committed sets by number, so the memo is dropped

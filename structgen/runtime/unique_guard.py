@@ -388,10 +388,9 @@ class UniqueItemsMatcher(Matcher):
         """Can the item in progress of the innermost unique array end without being a duplicate?
         A depth-first search over single bytes under the inner matcher's masks (the bytes that end
         a value first; a byte without a one-byte token is tried with ``advance_bytes``, when an
-        allowed token starts with it); True when
-        it finds such an ending and also when the search is cut (``budget[0]`` work units, spent in
-        place -- one budget serves a whole mask -- see ``LIVENESS_BUDGET``): only a proven dead
-        item is refused."""
+        allowed token starts with it); True when it finds such an ending and also when the search
+        is cut (``budget[0]`` work units, spent in place -- one budget serves a whole mask -- see
+        ``LIVENESS_BUDGET``): only a proven dead item is refused."""
         tr = self._tr
         d = int(tr.hdr[DEPTH])
         f = d - 1
@@ -428,7 +427,10 @@ class UniqueItemsMatcher(Matcher):
                         continue
                 else:  # no one-byte token: ask with the byte, if an allowed token starts with it
                     lead = self._lead.get(b)
-                    if lead is None or not (words[:lead.shape[0]] & lead).any():
+                    if lead is None:
+                        continue
+                    n = min(lead.shape[0], words.shape[0])
+                    if not (words[:n] & lead[:n]).any():
                         continue
                     left[0] -= 1
                     if not self.advance_bytes(bytes([b])):
