@@ -357,7 +357,9 @@ def test_engine_option():
     assert sg.Grammar.from_json_schema(small, engine="dfa").is_regular
     assert not sg.Grammar.from_json_schema(small, engine="cfg").is_regular
     assert not sg.Grammar.from_json_schema(TREE).is_regular  # recursion: always the grammar engine
-    assert sg.Grammar.from_json_schema(small).is_regular    # tiny: one token automaton
+    closed = dict(small, additionalProperties=False)
+    assert sg.Grammar.from_json_schema(closed).is_regular    # tiny: one token automaton
+    assert not sg.Grammar.from_json_schema(small).is_regular  # extra members nest without bound
     big = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(8)}}
     assert not sg.Grammar.from_json_schema(big).is_regular
     # intersection of objects, no recursion: the DFA keeps allOf independent of key order
@@ -388,6 +390,29 @@ def test_property_names_are_not_keywords():
     from structgen.frontends.json_schema.reader import free_form, intersects_objects
 
     s = {"type": "object", "properties": {"dependencies": {"type": "array", "items": {"type": "string"}},
-                                          "allOf": {"type": "string"}}}
+                                          "allOf": {"type": "string"}}, "additionalProperties": False}
     assert not intersects_objects(s) and not free_form(s)
     assert intersects_objects({"properties": {"x": {"allOf": [{"type": "string"}]}}})
+
+
+def test_open_objects_are_free_form_and_skip_the_dfa_attempt(monkeypatch, llama3):
+    # an object open to extra members nests any value under them: its DFA never fits the
+    # small-schema budget, so auto goes to the grammar engine without trying
+    from structgen.frontends.json_schema import select
+    from structgen.frontends.json_schema.reader import free_form
+
+    props = {"a": {"type": "string"}, "b": {"type": "integer"}}
+    open_ = {"type": "object", "properties": props, "required": ["a"]}
+    closed = dict(open_, additionalProperties=False)
+    assert free_form(open_) and free_form({"properties": props}) and free_form({"type": ["object", "null"]})
+    assert not free_form(closed) and not free_form(dict(open_, patternProperties={"^x": {"type": "string"}}))
+    assert not free_form(dict(open_, additionalProperties={"type": "string"}))
+    tried = []
+    real = select._small_dfa
+    monkeypatch.setattr(select, "_small_dfa", lambda *a, **k: tried.append(1) or real(*a, **k))
+    assert not sg.Grammar.from_json_schema(open_, whitespace="flexible").is_regular and not tried
+    assert sg.Grammar.from_json_schema(closed, whitespace="flexible").is_regular and tried
+    # the engine changes, not the language: extra members of any value, nested, still pass
+    cg = sg.compile(sg.Grammar.from_json_schema(open_, whitespace="flexible"), llama3, cache=False)
+    for doc, ok in (({"a": "x", "z": {"y": [1, {"w": None}]}}, True), ({"a": 1}, False), ({"b": 2}, False)):
+        assert accepts(cg, llama3, json.dumps(doc)) == ok, doc

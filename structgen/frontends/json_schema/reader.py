@@ -37,6 +37,18 @@ _FREE_KEYS = frozenset({"type", "additionalProperties", "title", "description", 
                         "$comment"})
 
 
+def _open_object(node: dict) -> bool:
+    """Does ``node`` describe objects whose members past the named ones may hold any value
+    (``additionalProperties`` and ``unevaluatedProperties`` absent or ``true``, no
+    ``patternProperties``)?  A DFA bounds how deep those values nest, the grammar engine does
+    not; and with flexible whitespace such a DFA never fitted the small-schema budget on the dev
+    split (31 of 31 tries failed, after 25-55 ms each)."""
+    t = node.get("type")
+    objects = t == "object" or (isinstance(t, list) and "object" in t) or (t is None and "properties" in node)
+    return objects and node.get("additionalProperties", True) is True \
+        and node.get("unevaluatedProperties", True) is True and not node.get("patternProperties")
+
+
 _SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 
 
@@ -285,9 +297,10 @@ class Facts:
 
     ``size``: objects in the document (sub-schemas, definitions and the maps holding them;
     ``$ref`` not followed, data keywords not entered).  ``free_form``: some ``true`` / ``{}``
-    below a keyword, or an object / array constrained by nothing but its type (the DFA bounds
-    their nesting depth, the grammar engine does not); any ``true`` counts, ``uniqueItems: true``
-    included, as when the engine budgets were measured.  ``intersects_objects``: some sub-schema
+    below a keyword, an object / array constrained by nothing but its type, or an object whose
+    extra members may hold any value (the DFA bounds their nesting depth, the grammar engine does
+    not); any ``true`` counts, ``uniqueItems: true`` included, as when the engine budgets were
+    measured.  ``intersects_objects``: some sub-schema
     uses ``allOf``, ``dependentRequired`` / ``dependentSchemas`` / ``dependencies``, or ``$ref``
     beside object / array keywords or ``type``."""
 
@@ -344,6 +357,8 @@ class SchemaDocument:
                 facts.free_form = True
             elif node.get("type") in ("object", "array") and set(node) <= _FREE_KEYS \
                     and node.get("additionalProperties", True) is not False:
+                facts.free_form = True
+            elif _open_object(node):
                 facts.free_form = True
             if not facts.intersects_objects and (
                     any(k in node for k in _INTERSECTING)

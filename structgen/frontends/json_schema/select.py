@@ -6,13 +6,14 @@ and both compilers work from the same :class:`.reader.SchemaDocument`.
 ``engine="auto"``:
 
 1. a schema without ``$ref`` cycles goes to one token automaton when it is tiny (at most
-   ``SMALL_SCHEMA`` objects in the document, no free-form value -- the DFA bounds their depth --
-   and a DFA of at most ``SMALL_MAX_STATES`` states: the cheapest masks, a row lookup, and it can
-   live on the accelerator), or when it *intersects object languages* (``allOf``, ``$ref`` with
-   sibling keywords, ``dependentRequired`` / ``dependentSchemas`` / ``dependencies``), has at most
-   ``INTERSECT_SCHEMA`` objects in the document and its DFA fits ``dfa_max_states`` states:
+   ``SMALL_SCHEMA`` objects in the document, no free-form value -- the DFA bounds their depth,
+   and an object open to extra members has them -- and a DFA of at most ``SMALL_MAX_STATES``
+   states: the cheapest masks, a row lookup, and it can live on the accelerator), or, in declared
+   property order, when it *intersects object languages* (``allOf``, ``$ref`` with sibling
+   keywords, ``dependentRequired`` / ``dependentSchemas`` / ``dependencies``), has at most
+   ``INTERSECT_SMALL`` objects in the document and its DFA fits ``dfa_max_states`` states:
    automaton intersection keeps those keywords independent of key order, where the grammar must
-   merge them into one declared order;
+   merge them into one declared order (in any order the grammar is as exact);
 2. otherwise (recursion, no intersection, or a DFA past the budget) the grammar engine: compile
    time linear in the schema, recursion and free-form values exact, every leaf's exact regular
    language kept -- faster to compile than the DFA on nearly every MaskBench schema;
@@ -28,14 +29,12 @@ The DFA attempt of step 1 is bounded by *work*, not by time: ``dfa_work_budget``
 automaton construction (:class:`structgen.automaton.build.WorkBudget`: states x byte classes of
 every subset construction, product and minimisation, cache hits charged as if rebuilt), so the
 same schema gets the same engine on every run and machine, cold caches or warm.  A million cells
-are about 25-40 ms.  Schemas of at most ``INTERSECT_SMALL`` objects get ``DFA_WORK_BUDGET_SMALL``
-cells (the official suite's ``allOf`` / ``$ref`` cases need up to 11 million with flexible
-whitespace) in declared property order; larger ones, and every schema under ``property_order="any"``
-(where the grammar engine is as exact, and a failed DFA attempt is TTFM lost),
-``DFA_WORK_BUDGET``: on a MaskBench sample the DFAs that fit cost at
-most 1.4 million cells, the next ones 5 million and up (and those compile in 10-30 ms with the
-grammar engine), and every intersecting schema of more than ``INTERSECT_SCHEMA`` objects went past
-the budget, so those are not tried at all.
+are about 25-40 ms.  Intersecting schemas get ``DFA_WORK_BUDGET_SMALL`` cells (the official
+suite's ``allOf`` / ``$ref`` cases need up to 11 million with flexible whitespace), tiny ones
+``DFA_WORK_BUDGET``.  Every attempt is TTFM: on 1,000 dev-split schemas the tiny DFAs that fit
+cost at most 460,000 cells; the intersecting ones of more than ``INTERSECT_SMALL`` objects took
+50-300 ms to try where the grammar engine compiles in 5-40 ms, failed one time in three, and
+changed no schema's validation errors, so they are not tried.
 
 The budgets come from MaskBench measurements (``python -m structgen.bench.maskbench``).
 
@@ -60,12 +59,11 @@ from .unevaluated import rewrite_unevaluated
 from .unique_items import unique_plan, without_open_unique
 
 DFA_MAX_STATES = 20_000
-DFA_WORK_BUDGET = 4_000_000         # cells (see the module docstring): about 0.1 s
-DFA_WORK_BUDGET_SMALL = 12_000_000  # cells for schemas of at most INTERSECT_SMALL objects
+DFA_WORK_BUDGET = 1_000_000         # cells for a tiny schema's DFA (module docstring): 25-40 ms
+DFA_WORK_BUDGET_SMALL = 12_000_000  # cells for an intersecting schema of at most INTERSECT_SMALL objects
 SMALL_SCHEMA = 4           # sub-schemas: past a handful, the grammar engine compiles faster
 SMALL_MAX_STATES = 1_000
 INTERSECT_SMALL = 10       # sub-schemas: the official suite's allOf / dependencies cases
-INTERSECT_SCHEMA = 32      # sub-schemas: past a few dozen, an intersected DFA never fit the budget
 DFA_FALLBACK_BUDGET = 60_000_000    # cells for step 3 (a couple of seconds)
 
 
@@ -162,16 +160,16 @@ def _choose(engine, doc, dfa_max_states, dfa_work_budget, options, exact: list):
         return "cfg", compile_json_schema_cfg(doc, **options)
     if not doc.recursive():
         facts = doc.facts
-        size = min(facts.size, INTERSECT_SCHEMA + 1)
-        if facts.intersects_objects:
-            budget = dfa_max_states if size <= INTERSECT_SCHEMA else 0
+        if facts.intersects_objects and facts.size <= INTERSECT_SMALL \
+                and options.get("property_order", "declared") != "any":
+            # declared order: the DFA keeps intersected objects independent of key order (the
+            # grammar merges them into one order); in any order both are exact
+            budget, work = dfa_max_states, DFA_WORK_BUDGET_SMALL
+        elif facts.size <= SMALL_SCHEMA and not facts.free_form:
+            budget, work = SMALL_MAX_STATES, DFA_WORK_BUDGET
         else:
-            budget = SMALL_MAX_STATES if size <= SMALL_SCHEMA and not facts.free_form else 0
-        # declared order: the DFA keeps intersected objects independent of key order (the grammar
-        # merges them into one order), worth a larger budget; in any order both are exact
-        generous = size <= INTERSECT_SMALL and options.get("property_order", "declared") != "any"
-        work = dfa_work_budget if dfa_work_budget is not None else \
-            DFA_WORK_BUDGET_SMALL if generous else DFA_WORK_BUDGET
+            budget = work = 0
+        work = dfa_work_budget if dfa_work_budget is not None else work
         small = _small_dfa(doc, budget, work, options) if budget else None
         if small is not None:
             return "dfa", small
