@@ -88,6 +88,7 @@ class MaskCache:
         _, n = mk.build_kids(np.zeros(1, np.int32), np.ones(256, np.uint8), trie.node_byte, trie.node_end,
                              self._root_kids, self._root_kb)
         self._n_root_kids = int(n)
+        self._n_nodes = int(trie.node_depth.shape[0])
         self.snap = self._empty()
         # fill scratch (used under ``lock``), allocated here: a reader thread must never see it half-made
         self.alloc_scratch(n_words, trie.node_depth.shape[0], int(trie.max_depth) + 2)
@@ -145,9 +146,12 @@ class MaskCache:
         s.bidx = np.zeros(1 << 17, np.int32)
         s.bval = np.zeros(1 << 17, np.uint32)
         s.bl_off = np.zeros(1 << 10, np.int64)
-        s.bl_nodes = np.zeros(1 << 15, np.int32)
+        # a list's nodes: room for a walk of the whole trie, which a first mask's room check asks
+        # for as soon as a lexer state takes a byte that starts many tokens (a space); zeroed
+        # lazily by the allocator, so only the pages a walk writes cost memory
+        s.bl_nodes = np.zeros(max(1 << 15, self._n_nodes), np.int32)
         s.bl_kb = np.zeros(257 * (1 << 8), np.int64)
-        s.bl_kids = np.zeros(1 << 15, np.int32)
+        s.bl_kids = np.zeros(max(1 << 15, self._n_nodes), np.int32)
         s.bl_term = np.full(1 << 10, -1, np.int32)
         s.bl_uoff = np.zeros(1 << 10, np.int64)
         s.bl_un = np.zeros(1 << 10, np.int32)
