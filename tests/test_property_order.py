@@ -411,6 +411,55 @@ def test_live_keys_rollback_and_fork_are_exact(engine, tiny):
             assert np.array_equal(m.mask_words(), fresh.mask_words()), (a, c)
 
 
+class _Forgetful(dict):
+    """A memo that keeps nothing."""
+
+    def __setitem__(self, key, value):
+        pass
+
+
+def test_live_keys_memos_change_no_mask(llama3):
+    """The landing checks' verdicts and the grammar's key-opening probes are kept (they repeat
+    after every token of a string value); masks with both memos equal masks recomputed each
+    time, at every token of instances that use every key, also after rolling back into an
+    object and going on with other keys.  Dropping the used keys from the verdicts' key makes
+    this test fail."""
+    props = {f"k{i:02d}_{w}": {"type": ["string", "null"], "maxLength": 40}
+             for i, w in enumerate(("alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa"))}
+    schema = {"type": "object", "properties": props, "additionalProperties": False}
+    g = sg.Grammar.from_json_schema(schema, whitespace="flexible", property_order="any", any_order_limit=1)
+    assert g.report.live_keys
+    cg = sg.compile(g, llama3, cache=False)
+    names = list(props)
+    rng = random.Random(5)
+    docs = []
+    for _ in range(3):
+        keys = rng.sample(names, len(names))  # all of them: the last value ends the object
+        docs.append(json.dumps({k: ("value of " + k + " " * rng.randrange(3)) * 2 for k in keys}))
+    hits = 0
+    m, blind = cg.matcher(), cg.matcher()
+    blind._live._verdicts = _Forgetful()
+    blind.inner._probes = _Forgetful()
+    for doc, other in zip(docs, docs[1:] + docs[:1]):
+        m.reset()
+        blind.reset()
+        toks = llama3.encode(doc)
+        # then back into the object, going on with the keys and values of another instance
+        cut = doc.index(",", len(doc) // 2) + 1
+        head = llama3.encode(doc[:cut])
+        for part in (toks, llama3.encode(other[other.index(",", len(other) // 3) + 1:])):
+            for i, t in enumerate(part):
+                n = len(m._live._verdicts)
+                assert np.array_equal(m.mask_words(), blind.mask_words()), (doc, i)
+                hits += len(m._live._verdicts) == n
+                if not m.advance(t):  # another instance's key already used here: its end differs
+                    break
+                assert blind.advance(t)
+            m.rollback(m.accepted_tokens() - len(head))
+            blind.rollback(blind.accepted_tokens() - len(head))
+    assert hits > 100
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_live_keys_sampling_never_dead_ends(engine, tiny, llama3):
     """Sampling under the mask of closed objects past the subset limit ends in valid JSON

@@ -38,6 +38,8 @@ from . import mask as mk
 
 
 MEMO_MASKS = 8              # masks a matcher keeps (each under two keys)
+PROBE_MEMO = 4096           # byte_states_after_each answers a matcher keeps
+_UNKNOWN = object()
 MEMO_MIN_SECONDS = 100e-6   # the memo starts after, and keeps, masks that took longer than this
 MEMO_PROBATION = 64         # lookups after which a memo that finds under 1 in 16 is dropped
 _KEY_WORDS = 4096           # longest configuration key (int64 words); longer: not kept
@@ -71,6 +73,7 @@ class CFGMatcher(Matcher, ByteStateView):
         self._pval = np.empty((256, 3), np.int32)
         self._predbuf = np.empty((max(1024, 4 * tb.n_lexer_states), 2), np.int32)
         self._memo: dict | None = None   # configuration key -> mask words, once armed
+        self._probes: dict = {}          # (frontier, probe) -> byte_states_after_each's answer
         self._memo_off = False           # disarmed: its keys were seldom found
         self._memo_looks = self._memo_hits = 0
         self._keybuf = None
@@ -255,9 +258,25 @@ class CFGMatcher(Matcher, ByteStateView):
         return np.unique(front[:, 0]).astype(np.int64) if st == 1 else None
 
     def byte_states_after_each(self, probes) -> list:
+        """Answers are kept per frontier and probe, as masks are (the frontier names the
+        committed sets it reads, the same at every point until the chart goes back): a key
+        guard probes the same key openings after every token of a string value."""
         if self._terminated:
             return [None] * len(probes)
-        probes = [bytes(p) for p in probes]
+        front = self._front_key()
+        keys = [(front, bytes(p)) for p in probes]
+        memo = self._probes
+        got = [memo.get(k, _UNKNOWN) for k in keys]
+        todo = [i for i, g in enumerate(got) if g is _UNKNOWN]
+        if todo:
+            new = self._probe_each([keys[i][1] for i in todo])
+            if len(memo) + len(todo) > PROBE_MEMO:
+                memo.clear()
+            for i, st in zip(todo, new):
+                got[i] = memo[keys[i]] = st
+        return got
+
+    def _probe_each(self, probes) -> list:
         n = len(probes)
         if n == 0:
             return []
@@ -275,7 +294,7 @@ class CFGMatcher(Matcher, ByteStateView):
                                   self._front.shape[0], self._fbuf, self._comp, *self.engine.grammar_arrays,
                                   self._mark, self._stamp, ok, out, out_off)
             if st == 1:
-                return [out[out_off[i]:out_off[i + 1]] if ok[i] else None for i in range(n)]
+                return [out[out_off[i]:out_off[i + 1]].copy() if ok[i] else None for i in range(n)]
             if st == -2:
                 out = np.empty(out.shape[0] * 4, np.int64)
             else:
@@ -305,6 +324,8 @@ class CFGMatcher(Matcher, ByteStateView):
     def _forget_masks(self) -> None:
         if self._memo:
             self._memo = {}
+        if self._probes:
+            self._probes = {}
 
     def _config_key(self, e):
         """The current configuration's memo key (bytes), or None (see the module docstring)."""

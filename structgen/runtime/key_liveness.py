@@ -569,6 +569,9 @@ def key_start_states_each(inner, leads) -> list:
     return out
 
 
+VERDICTS = 1024  # landing checks a LiveKeys keeps (see _prune_landings)
+
+
 class LiveKeys:
     """The liveness check of one :class:`~structgen.runtime.key_guard.KeyGuardMatcher`
     (its state: per-object key lists, dropped on rollback).
@@ -583,6 +586,7 @@ class LiveKeys:
         self.tables = vocab_tables(vocab)
         self.memo: dict = {} if memo is None else memo
         self._auto = None  # (trans, bc, acc, cycle memo, byte masks, scratch, scratch), on first use
+        self._verdicts: dict = {}  # everything a landing check reads, as bytes -> the tokens it cleared
 
     def _automaton(self):
         if self._auto is None:
@@ -591,7 +595,9 @@ class LiveKeys:
         return self._auto
 
     def fork(self, inner) -> "LiveKeys":
-        return LiveKeys(inner, self.vocab, dict(self.memo))
+        f = LiveKeys(inner, self.vocab, dict(self.memo))
+        f._verdicts = dict(self._verdicts)
+        return f
 
     def clear(self) -> None:
         self.memo.clear()
@@ -733,7 +739,20 @@ class LiveKeys:
         roff = np.zeros(len(roots) + 1, np.int64)
         np.cumsum(sizes, out=roff[1:])
         flat = np.concatenate([r for r in roots if r is not None and r.shape[0]]).astype(np.int64)
-        trans, bc, acc, memo, bmask, ss, sb = self._automaton()
-        prune_groups(words, ids, kind, poff, klo, khi, rows.astype(np.int64), goff.astype(np.int64), flat, roff,
-                     self.vocab.token_data, self.vocab.token_offsets, q, klen, head, kdata, koff, trans, bc, acc,
-                     memo, bmask, ss, sb)
+        # the same check repeats after every token of a string value (same rows, states and keys):
+        # its verdict is kept under all it reads, so it holds wherever the key comes back
+        key = (id(table), rows.tobytes(), flat.tobytes(), roff.tobytes(), kdata.tobytes(), koff.tobytes(),
+               q[:klen].tobytes(), head >= 0)
+        sel = ids[rows]
+        cleared = self._verdicts.get(key)
+        if cleared is None:
+            trans, bc, acc, memo, bmask, ss, sb = self._automaton()
+            prune_groups(words, ids, kind, poff, klo, khi, rows.astype(np.int64), goff.astype(np.int64), flat, roff,
+                         self.vocab.token_data, self.vocab.token_offsets, q, klen, head, kdata, koff, trans, bc, acc,
+                         memo, bmask, ss, sb)
+            cleared = sel[(words[sel >> 5] >> (sel & 31).astype(np.uint32)) & 1 == 0]
+            if len(self._verdicts) >= VERDICTS:
+                self._verdicts.clear()
+            self._verdicts[key] = cleared
+        elif cleared.shape[0]:
+            np.bitwise_and.at(words, cleared >> 5, ~(np.uint32(1) << (cleared & 31).astype(np.uint32)))
