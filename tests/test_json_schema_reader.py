@@ -101,8 +101,10 @@ def test_recursion_and_facts():
     assert doc.recursive() and doc.recursive(rec["$defs"]["n"], None)
     unused = {"$defs": {"n": {"properties": {"next": {"$ref": "#/$defs/n"}}}}, "type": "string"}
     assert not read_schema(unused).recursive()  # $defs alone is not walked for recursion
-    small = read_schema({"type": "object", "properties": {"a": {"type": "string"}}})
+    small = read_schema({"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": False})
     assert small.facts.size == 3 and not small.facts.free_form and not small.facts.intersects_objects
+    # open to extra members of any value: free-form
+    assert read_schema({"type": "object", "properties": {"a": {"type": "string"}}}).facts.free_form
     assert read_schema({"properties": {"a": {}}}).facts.free_form
     assert read_schema({"type": "array", "uniqueItems": True}).facts.free_form  # as measured: any `true`
     assert not read_schema({"enum": [{}], "default": {}}).facts.free_form       # data is not a schema
