@@ -132,9 +132,15 @@ def prefix_dead(trans, bc, acc, memo, bmask, states, n_states, pref, plen, kdata
     width = n_states
     lvl_states = np.empty((depth_max, width), np.int64)
     lvl_cnt = np.zeros(depth_max, np.int64)
+    # the used keys along the path at each level (those of the level above with the byte taken):
+    # a node costs its own keys, not every key times the path's length
+    lvl_keys = np.empty((depth_max, nc), np.int64)
+    lvl_nk = np.zeros(depth_max, np.int64)
+    for c in range(nc):
+        lvl_keys[0, c] = cand[c]
+    lvl_nk[0] = nc
     lvl_along = np.zeros((depth_max, 256), np.uint8)
     lvl_next = np.zeros(depth_max, np.int64)
-    path = np.empty(depth_max, np.uint8)
     union = np.zeros(8, np.uint32)
     for j in range(n_states):
         lvl_states[0, j] = states[j]
@@ -148,10 +154,8 @@ def prefix_dead(trans, bc, acc, memo, bmask, states, n_states, pref, plen, kdata
             here = False
             for j in range(256):
                 lvl_along[lvl, j] = 0
-            for c in range(nc):
-                lo, hi = koff[cand[c]], koff[cand[c] + 1]
-                if not _key_has(kdata, koff, cand[c], plen, path, 0, lvl):
-                    continue
+            for c in range(lvl_nk[lvl]):
+                lo, hi = koff[lvl_keys[lvl, c]], koff[lvl_keys[lvl, c] + 1]
                 if hi - lo == length:
                     here = True
                 else:
@@ -196,8 +200,15 @@ def prefix_dead(trans, bc, acc, memo, bmask, states, n_states, pref, plen, kdata
                     n2 += 1
         if n2 == 0:
             continue
-        path[lvl] = b
         lvl_cnt[lvl + 1] = n2
+        at = plen + lvl
+        m = 0
+        for c in range(lvl_nk[lvl]):
+            i = lvl_keys[lvl, c]
+            if koff[i + 1] - koff[i] > at and kdata[koff[i] + at] == b:
+                lvl_keys[lvl + 1, m] = i
+                m += 1
+        lvl_nk[lvl + 1] = m
         lvl += 1
         entering = True
     return True
