@@ -91,7 +91,7 @@ class MaskCache:
         self._n_nodes = int(trie.node_depth.shape[0])
         self.snap = self._empty()
         # fill scratch (used under ``lock``), allocated here: a reader thread must never see it half-made
-        self.alloc_scratch(n_words, trie.node_depth.shape[0], int(trie.max_depth) + 2)
+        self.alloc_scratch(n_words, self._n_nodes, int(trie.max_depth) + 2)
         self.roots: dict = {}  # frontier lexer states (their bytes) -> their root bits, dense
         self.prefilled = False  # a prefill ran to completion
         caching.register_group("cfg.mask").add(self)  # sg.clear_caches() / sg.cache_info() see it

@@ -38,11 +38,11 @@ from . import mask as mk
 
 
 MEMO_MASKS = 8              # masks a matcher keeps (each under two keys)
-PROBE_MEMO = 4096           # byte_states_after_each answers a matcher keeps
-_UNKNOWN = object()
 MEMO_MIN_SECONDS = 100e-6   # the memo starts after, and keeps, masks that took longer than this
 MEMO_PROBATION = 64         # lookups after which a memo that finds under 1 in 16 is dropped
 _KEY_WORDS = 4096           # longest configuration key (int64 words); longer: not kept
+PROBE_MEMO = 4096           # byte_states_after_each answers a matcher keeps
+_UNKNOWN = object()         # a probe not in that memo
 
 _IDENTITY = np.arange(256, dtype=np.int64)  # the lexer DFAs have no byte classes
 _NO_STATES = np.zeros(0, np.int64)
@@ -324,8 +324,7 @@ class CFGMatcher(Matcher, ByteStateView):
     def _forget_masks(self) -> None:
         if self._memo:
             self._memo = {}
-        if self._probes:
-            self._probes = {}
+        self._probes.clear()
 
     def _config_key(self, e):
         """The current configuration's memo key (bytes), or None (see the module docstring)."""
