@@ -213,6 +213,35 @@ def test_results_are_cached_and_read_only():
         a.transitions[0, 0] = 5
 
 
+
+def test_nodes_and_dfas_are_single_objects_that_pickle():
+    """IR nodes and DFAs keep their fields and caches in slots (no ``__dict__``: a cached tree is
+    half the objects for the garbage collector), and still pickle, copy and weak-reference."""
+    import copy
+    import gc
+    import pickle
+    import weakref
+
+    node = parse_regex(r"(ab|c[0-9]+)*é?")
+    h, n, d = hash(node), ir.size(node), ir.depth(node)
+    assert not hasattr(node, "__dict__") and not hasattr(ir.Embed(None), "__dict__")
+    back = pickle.loads(pickle.dumps(node))
+    assert not hasattr(back, "_hash")  # a cached hash is not carried (string hashes differ between processes)
+    assert back == node and back is not node
+    assert hash(back) == h and ir.size(back) == n and ir.depth(back) == d
+    assert copy.deepcopy(node) == node
+    with pytest.raises(AttributeError):
+        node.items = ()  # still frozen
+    dfa = build_dfa(node)
+    assert not hasattr(dfa, "__dict__") and weakref.ref(dfa)() is dfa
+    again = pickle.loads(pickle.dumps(dfa))
+    assert again._canonical and again.fullmatch("abc12é".encode()) and not again.fullmatch(b"abd")
+    # what the collector walks from a node: its fields, no per-node dict
+    tree = ir.seq(ir.literal("xy"), ir.Repeat(ir.literal("z"), 0, None))
+    hash(tree), ir.size(tree)
+    assert gc.get_referents(tree) and not any(isinstance(o, dict) for o in gc.get_referents(tree))
+
+
 # ---------------------------------------------------------------------------- algebra
 
 ALPHABET = ["a", "b", "é"]

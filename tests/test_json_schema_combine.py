@@ -369,6 +369,40 @@ def test_key_cells_are_the_non_empty_ones():
         sg.Grammar.from_json_schema(schema, engine="dfa")
 
 
+
+def test_key_cells_are_embedded_automata_charged_alike_cold_and_warm():
+    """Each cell is one embedded DFA (a cached IR tree would be hundreds of objects for the garbage
+    collector), its language is exactly its undeclared keys (checked with ``re``), and a cache hit
+    charges a work budget what the cold build did (deterministic engine choice)."""
+    import json
+    import re
+
+    from structgen.automaton import ir
+    from structgen.automaton.build import build_dfa
+    from structgen.automaton.limits import work_budget
+    from structgen.frontends.json_schema.keys import key_cells
+    from structgen.frontends.json_schema.language import pattern_search_ir
+
+    pats = ["^x-", "[0-9]$", "é"]
+    declared = ["x-1", "name", "é"]
+    sg.clear_caches()
+    with work_budget(10 ** 9) as cold:
+        cells = key_cells(tuple(pattern_search_ir(p) for p in pats), declared)
+    with work_budget(10 ** 9) as warm:
+        again = key_cells(tuple(pattern_search_ir(p) for p in pats), declared)
+    assert again is cells and warm.used == cold.used > 0
+    assert all(isinstance(node, ir.Embed) for _, node in cells)
+    dfas = [(set(m), build_dfa(node)) for m, node in cells]
+    keys = declared + ["x-", "x-a9", "a9", "ab", "", "é9", "x-é", "y", "9", 'q"', "\\", "x-\n"]
+    for k in keys:
+        text = json.dumps(k).encode()  # the key as json.dumps writes it
+        owners = [m for m, d in dfas if d.fullmatch(text)]
+        if k in declared:
+            assert owners == [], k
+        else:
+            assert owners == [{i for i, p in enumerate(pats) if re.search(p, k)}], k
+
+
 def _discriminated(n: int) -> dict:
     """``oneOf`` branches over a ``kind`` the parent requires (its ``enum`` beside each branch's),
     with other properties, some closed (shaped after JSONSchemaBench o69635)."""

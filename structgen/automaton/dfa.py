@@ -15,17 +15,22 @@ no transitions and is not accepting (the one exception to trimming).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True, weakref_slot=True)
 class ByteDFA:
     byte_class: np.ndarray
     transitions: np.ndarray
     accepting: np.ndarray
     start: int = 0
+    # set by the builder: minimal and canonically numbered; what building it cost (see WorkBudget).
+    # Slots, not a __dict__: process-wide caches hold thousands of DFAs, each one object fewer
+    # for the garbage collector to walk.
+    _canonical: bool = field(default=False, init=False, repr=False)
+    _work: object = field(default=None, init=False, repr=False)
 
     @property
     def n_states(self) -> int:

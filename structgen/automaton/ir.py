@@ -28,22 +28,24 @@ MAX_DEPTH = 20_000  # IR nesting the builder takes (deeper: LimitExceeded, limit
 
 
 class Node:
-    """Base class of IR nodes."""
+    """Base class of IR nodes.  Each node keeps its fields and three caches (hash, size, depth)
+    in slots: no ``__dict__``, so a cached IR tree is half as many objects for the garbage
+    collector to walk."""
 
     __slots__ = ()
 
 
 def _cached_hash(self) -> int:
     # IR trees are deep and hashed often (every cache lookup): compute once per node.
-    h = self.__dict__.get("_hash")
-    if h is None:
+    try:
+        return self._hash
+    except AttributeError:
         _hash_below(self)
-        h = self.__dict__["_hash"]
-    return h
+        return self._hash
 
 
 def _own_hash(x) -> int:
-    return hash((type(x).__name__,) + tuple(x.__dict__[f] for f in x.__dataclass_fields__))
+    return hash((type(x).__name__,) + tuple(getattr(x, f) for f in x.__dataclass_fields__))
 
 
 def _hash_below(node) -> None:
@@ -54,9 +56,9 @@ def _hash_below(node) -> None:
     while todo:
         x = todo.pop()
         post.append(x)
-        todo.extend(c for c in _children(x) if type(c).__hash__ is _cached_hash and "_hash" not in c.__dict__)
+        todo.extend(c for c in _children(x) if type(c).__hash__ is _cached_hash and not hasattr(c, "_hash"))
     for x in reversed(post):
-        if "_hash" not in x.__dict__:
+        if not hasattr(x, "_hash"):
             object.__setattr__(x, "_hash", _own_hash(x))
 
 
@@ -90,7 +92,12 @@ def _equal(self, other) -> bool:
 
 def _state_without_hash(self) -> dict:
     # string hashes differ between processes: never carry a cached hash through pickle
-    return {k: v for k, v in self.__dict__.items() if k not in ("_hash", "_size", "_depth")}
+    return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
+
+def _set_state(self, state: dict) -> None:
+    for k, v in state.items():
+        object.__setattr__(self, k, v)
 
 
 def size(node) -> int:
@@ -106,23 +113,22 @@ def depth(node) -> int:
 
 
 def _fold(node, attr: str, combine) -> int:
-    d = getattr(node, "__dict__", None)
-    if d is None:
+    if not isinstance(node, Node):
         return 1
-    n = d.get(attr)
+    n = getattr(node, attr, None)
     if n is not None:
         return n
     todo, post = [node], []
     while todo:  # iterative: IR trees can be deeper than the recursion limit
         x = todo.pop()
-        if attr in x.__dict__:
+        if hasattr(x, attr):
             continue
         post.append(x)
-        todo.extend(c for c in _children(x) if attr not in c.__dict__)
+        todo.extend(c for c in _children(x) if not hasattr(c, attr))
     for x in reversed(post):
-        if attr not in x.__dict__:
-            object.__setattr__(x, attr, combine([c.__dict__[attr] for c in _children(x)]))
-    return node.__dict__[attr]
+        if not hasattr(x, attr):
+            object.__setattr__(x, attr, combine([getattr(c, attr) for c in _children(x)]))
+    return getattr(node, attr)
 
 
 @contextmanager
@@ -172,9 +178,11 @@ def _normalise_ranges(ranges, top: int) -> tuple:
 
 @dataclass(frozen=True)
 class CharSet(Node):
+    __slots__ = ('ranges', '_hash', '_size', '_depth')
     __hash__ = _cached_hash
     __eq__ = _equal
     __getstate__ = _state_without_hash
+    __setstate__ = _set_state
     ranges: tuple  # tuple[tuple[int, int], ...], sorted, disjoint, non-adjacent
 
     @staticmethod
@@ -204,9 +212,11 @@ class CharSet(Node):
 
 @dataclass(frozen=True)
 class ByteSet(Node):
+    __slots__ = ('ranges', '_hash', '_size', '_depth')
     __hash__ = _cached_hash
     __eq__ = _equal
     __getstate__ = _state_without_hash
+    __setstate__ = _set_state
     ranges: tuple
 
     @staticmethod
@@ -216,25 +226,31 @@ class ByteSet(Node):
 
 @dataclass(frozen=True)
 class Seq(Node):
+    __slots__ = ('items', '_hash', '_size', '_depth')
     __hash__ = _cached_hash
     __eq__ = _equal
     __getstate__ = _state_without_hash
+    __setstate__ = _set_state
     items: tuple
 
 
 @dataclass(frozen=True)
 class Alt(Node):
+    __slots__ = ('items', '_hash', '_size', '_depth')
     __hash__ = _cached_hash
     __eq__ = _equal
     __getstate__ = _state_without_hash
+    __setstate__ = _set_state
     items: tuple
 
 
 @dataclass(frozen=True)
 class Repeat(Node):
+    __slots__ = ('item', 'min', 'max', '_hash', '_size', '_depth')
     __hash__ = _cached_hash
     __eq__ = _equal
     __getstate__ = _state_without_hash
+    __setstate__ = _set_state
     item: Node
     min: int
     max: Optional[int]  # None: unbounded
@@ -242,22 +258,29 @@ class Repeat(Node):
 
 @dataclass(frozen=True)
 class And(Node):
+    __slots__ = ('items', '_hash', '_size', '_depth')
     __hash__ = _cached_hash
     __eq__ = _equal
     __getstate__ = _state_without_hash
+    __setstate__ = _set_state
     items: tuple
 
 
 @dataclass(frozen=True)
 class Not(Node):
+    __slots__ = ('item', '_hash', '_size', '_depth')
     __hash__ = _cached_hash
     __eq__ = _equal
     __getstate__ = _state_without_hash
+    __setstate__ = _set_state
     item: Node
 
 
 @dataclass(frozen=True, eq=False)
 class Embed(Node):
+    __slots__ = ("dfa", "_size", "_depth")
+    __getstate__ = _state_without_hash
+    __setstate__ = _set_state
     dfa: object  # ByteDFA; compared by identity
 
 

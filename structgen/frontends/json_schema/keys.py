@@ -15,7 +15,7 @@ import numpy as np
 
 from structgen import caching
 from structgen.automaton import ir, ops
-from structgen.automaton.build import build_dfa, embedded
+from structgen.automaton.build import build_dfa, embedded, recording, replay
 from structgen.automaton.minimize import canonical_dfa
 
 from .language import ANY_STAR
@@ -177,21 +177,25 @@ def key_cells(patterns: tuple, declared) -> list | None:
     key = (tuple(patterns), names)
     hit = _KEY_CELLS.get(key)
     if hit is not None:
-        return hit
-    # (matched indexes, cell DFA: for emptiness, cell IR)
-    cells = [((), build_dfa(outside) if outside is not None else ops.utf8_star(), outside)]
-    for i, p in enumerate(patterns):
-        pd = build_dfa(p)
-        split = []
-        for idx, d, node in cells:
-            for part, idx2, cond in ((ops.difference(d, pd), idx, ir.Not(p)), (ops.intersect(d, pd), idx + (i,), p)):
-                if not ops.is_empty(part):
-                    split.append((idx2, part, ir.And((node, cond)) if node is not None else cond))
-        if len(split) > MAX_KEY_CELLS:
-            return None
-        cells = split
-    out = [(idx, _quoted(node)) for idx, _, node in sorted(cells, key=lambda c: c[0])]
-    _KEY_CELLS.put(key, out)
+        replay(hit[1])  # charge a work budget as building the cells would
+        return hit[0]
+    with recording() as rec:
+        # (matched indexes, cell DFA: for emptiness, cell IR)
+        cells = [((), build_dfa(outside) if outside is not None else ops.utf8_star(), outside)]
+        for i, p in enumerate(patterns):
+            pd = build_dfa(p)
+            split = []
+            for idx, d, node in cells:
+                for part, idx2, cond in ((ops.difference(d, pd), idx, ir.Not(p)), (ops.intersect(d, pd), idx + (i,), p)):
+                    if not ops.is_empty(part):
+                        split.append((idx2, part, ir.And((node, cond)) if node is not None else cond))
+            if len(split) > MAX_KEY_CELLS:
+                return None
+            cells = split
+        # kept as embedded DFAs: a cell's IR tree is hundreds of Python objects, which a
+        # process-wide cache would hold for the garbage collector to walk on every full collection
+        out = [(idx, embedded(build_dfa(_quoted(node)))) for idx, _, node in sorted(cells, key=lambda c: c[0])]
+    _KEY_CELLS.put(key, (out, rec.tree))
     return out
 
 
