@@ -57,7 +57,7 @@ def and_langs(parts: list) -> Lang:
     return Lang(ir.And(tuple(nodes)), exact)
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1024)  # a schema's own repeats; IR trees are many objects for the collector to walk
 def pattern_search_ir(pattern: str, ptr: str = "") -> ir.Node:
     """Decoded-text IR of the strings in which ``pattern`` (ECMA-262 syntax) finds a match."""
     try:

@@ -303,9 +303,10 @@ def _code_point_encodings(c: int, mode: str) -> list:
 @lru_cache(maxsize=8192)
 def code_point_gadget(cps: tuple, mode: str):
     """The byte trie of every encoding of the code points ``cps`` (sorted) out of one state:
-    ``(internal states, [(src, byte, dst)])`` with state 0 the entry, 1.. internal states, and
+    ``(internal states, ((src, byte, dst), ...))`` with state 0 the entry, 1.. internal states, and
     ``-(j + 1)`` the exit after code point ``cps[j]``.  The encodings form a prefix code, so the
-    trie is deterministic."""
+    trie is deterministic.  Tuples of ints only: a cached entry is nothing the garbage collector
+    walks."""
     nxt: list = [{}]
     edges = []
     for j, c in enumerate(cps):
@@ -322,7 +323,7 @@ def code_point_gadget(cps: tuple, mode: str):
                 s = t
             for b in enc[-1]:
                 edges.append((s, b, -(j + 1)))
-    return len(nxt) - 1, edges
+    return len(nxt) - 1, tuple(edges)
 
 
 SURROGATE = re.compile("[\ud800-\udfff]")
