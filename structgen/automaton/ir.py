@@ -289,6 +289,25 @@ NOTHING = Alt(())
 ANY_CHAR = CharSet(((0, 0xD7FF), (0xE000, MAX_CODE_POINT)))
 
 
+
+def literal_text(node) -> Optional[str]:
+    """The string ``node`` matches when it is a plain literal (a one-code-point ``CharSet``, or a
+    ``Seq`` of them), else None."""
+    if isinstance(node, Seq):
+        cps = [single_code_point(x) for x in node.items]
+        return "".join(map(chr, cps)) if None not in cps else None
+    cp = single_code_point(node)
+    return None if cp is None else chr(cp)
+
+
+def single_code_point(node) -> Optional[int]:
+    """The code point a one-code-point ``CharSet`` matches (never a surrogate), else None."""
+    if isinstance(node, CharSet) and len(node.ranges) == 1:
+        lo, hi = node.ranges[0]
+        if lo == hi and not 0xD800 <= lo <= 0xDFFF:
+            return lo
+    return None
+
 _POINTS: dict = {}  # code point -> its CharSet, shared (nodes are immutable; the hash is cached once)
 
 

@@ -251,7 +251,7 @@ class Builder:
             s = self._alloc(1)
             return s, s
         first = last = None
-        cps = [_single_cp(x) for x in items]
+        cps = [ir.single_code_point(x) for x in items]
         i = 0
         while i < len(items):
             it = items[i]
@@ -277,7 +277,7 @@ class Builder:
         e = s + 1
         texts = []
         for it in items:
-            text = _literal_text(it)
+            text = ir.literal_text(it)
             if text is not None:
                 texts.append(text)
                 continue
@@ -386,26 +386,6 @@ class Builder:
             np.concatenate([p[0] for p in ep]).astype(np.int32) if ep else _EMPTY_I32,
             np.concatenate([p[1] for p in ep]).astype(np.int32) if ep else _EMPTY_I32,
         )
-
-
-def _literal_text(node):
-    """The string a node matches when it is a plain literal, else None."""
-    cp = _single_cp(node)
-    if cp is not None:
-        return chr(cp)
-    if isinstance(node, ir.Seq):
-        cps = [_single_cp(x) for x in node.items]
-        if None not in cps:
-            return "".join(map(chr, cps))
-    return None
-
-
-def _single_cp(node):
-    if isinstance(node, ir.CharSet) and len(node.ranges) == 1:
-        lo, hi = node.ranges[0]
-        if lo == hi and not 0xD800 <= lo <= 0xDFFF:
-            return lo
-    return None
 
 
 @lru_cache(maxsize=1024)

@@ -294,7 +294,7 @@ def _place(trans, gout, o, tr, bc):
         gout[o + s] = any_out
 
 
-_CHAINED = caching.LRU(4096, name="cfg.chained")  # (body key, prefix) -> (body DFA or None, prefixed DFA)
+_CHAINED = caching.LRU(4096, name="cfg.chained")  # (body key, prefix) -> prefixed DFA, or (body DFA, prefixed DFA)
 
 
 def _prefixed_build(node: ir.Node, max_states: int) -> ByteDFA:
@@ -312,10 +312,13 @@ def _prefixed_build(node: ir.Node, max_states: int) -> ByteDFA:
         return build(node, max_states=max_states)
     rest = node.items[1:]
     embed = rest[0].dfa if len(rest) == 1 and isinstance(rest[0], ir.Embed) and rest[0].dfa.start == 0 else None
-    key = (("dfa", id(embed)) if embed is not None else rest, rep)
+    # keys of ints and strings where possible (a literal body, the prefix by its ranges): the
+    # collector stops walking such tuples, and a literal entry is then one object, its DFA
+    body_key = ("dfa", id(embed)) if embed is not None else ir.literal_text(ir.Seq(rest)) or rest
+    key = (body_key, rep.item.ranges, rep.max)
     hit = _CHAINED.get(key)
-    if hit is not None and hit[0] is embed:
-        d = hit[1]
+    d = None if hit is None else hit if embed is None else hit[1] if hit[0] is embed else None
+    if d is not None:
         if d.n_states > max_states:
             raise LimitExceeded(f"a terminal has {d.n_states} lexer states", "max_states", max_states)
         return d
@@ -324,7 +327,7 @@ def _prefixed_build(node: ir.Node, max_states: int) -> ByteDFA:
         # an embedded DFA is trimmed already (minimal when it comes from the builder)
         body = embed if embed is not None else _literal_dfa(rest) or build(ir.seq(*rest), max_states=max_states)
         d = _chain_before(body, rep.item.ranges, rep.max, max_states) or build(node, max_states=max_states)
-    _CHAINED.put(key, (embed, d))  # the body DFA is kept alive with its id
+    _CHAINED.put(key, d if embed is None else (embed, d))  # an embedded body is kept alive with its id
     return d
 
 
@@ -337,14 +340,10 @@ def _chained_literal(items, ranges, k: int, max_states: int):
     literal's bytes.  None when ``items`` is not such a literal or it starts with a byte of ``C``.
     States ``0..k-1``: blanks read; ``k + j``: ``j`` bytes of the literal read.  Byte classes: the
     literal's bytes one each, then the other bytes of ``C``, then the rest."""
-    cps = []
-    for c in items:
-        if not (isinstance(c, ir.CharSet) and len(c.ranges) == 1 and c.ranges[0][0] == c.ranges[0][1]):
-            return None
-        cps.append(c.ranges[0][0])
-    if not cps:
+    text = ir.literal_text(ir.Seq(tuple(items)))
+    if not text:
         return None
-    data = np.frombuffer("".join(map(chr, cps)).encode("utf-8", "surrogatepass"), np.uint8)
+    data = np.frombuffer(text.encode("utf-8"), np.uint8)
     key = tuple(ranges)
     run = _RUNS.get(key)
     if run is None:
