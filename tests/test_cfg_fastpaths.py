@@ -58,6 +58,13 @@ def test_prefixed_literal(text):
         for s in [text, text[:-1], text + " ", "x" + text]:
             data = (pre + s).encode()
             assert a.fullmatch(data) == (len(pre) <= 3 and s == text), data
+    # cached under the literal's text and the prefix: an equal node built afresh shares the DFA,
+    # another bound or another prefix class does not
+    assert E._prefixed_build(ir.seq(ir.Repeat(_WS_CHARS, 0, 3), ir.literal(text)), 10 ** 5) is a
+    b = E._prefixed_build(ir.seq(ir.Repeat(_WS_CHARS, 0, 2), ir.literal(text)), 10 ** 5)
+    assert b is not a and not b.fullmatch(("   " + text).encode()) and b.fullmatch(("  " + text).encode())
+    tabs = E._prefixed_build(ir.seq(ir.Repeat(ir.CharSet.of([(9, 9)]), 0, 3), ir.literal(text)), 10 ** 5)
+    assert not tabs.fullmatch((" " + text).encode()) and tabs.fullmatch(("\t" + text).encode())
 
 
 @pytest.mark.parametrize("seed", range(6))
