@@ -641,3 +641,21 @@ def test_declared_order_of_merged_parts_follows_the_schema_object():
         m = cg.matcher()
         assert m.advance_bytes(text.encode()) and m.is_accepting(), (schema, text)
         assert jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))
+
+
+
+def test_live_keys_kernels_take_one_array_flavour(llama3):
+    """The used keys reach the liveness kernels as a read-only array whether or not there are any
+    (a writable empty one, before an object's first key, made Numba load a second specialisation
+    of the kernels inside a mask: 30-150 ms the first time in a process, JSONSchemaBench
+    Github_ultra/o65673)."""
+    props = {f"k{i}_{w}": {"type": "integer"} for i, w in enumerate(("alpha", "beta", "gamma", "delta", "eps"))}
+    schema = {"type": "object", "properties": props, "additionalProperties": False}
+    g = sg.Grammar.from_json_schema(schema, whitespace="flexible", property_order="any", any_order_limit=1)
+    assert g.report.live_keys
+    live = sg.compile(g, llama3, cache=False).matcher()._live
+    none, koff = live._keys(None, -1)  # no used key yet: nothing of the tracker is read
+    assert none.shape == (0,) and koff.tolist() == [0]
+    one, koff = live._keys(None, -1, b"k0_alpha")
+    assert bytes(one) == b"k0_alpha" and koff.tolist() == [0, 8]
+    assert none.dtype == one.dtype and none.flags.writeable == one.flags.writeable is False

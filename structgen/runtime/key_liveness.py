@@ -641,7 +641,9 @@ class LiveKeys:
             keys.sort()
             koff = np.zeros(len(keys) + 1, np.int64)
             np.cumsum([len(x) for x in keys], out=koff[1:])
-            kdata = np.frombuffer(b"".join(keys), np.uint8) if keys else np.zeros(0, np.uint8)
+            # read-only whether or not there are keys: one Numba specialisation of the kernels
+            # (a writable empty array made the first key of an object load a second one, 30-150 ms)
+            kdata = np.frombuffer(b"".join(keys), np.uint8)
             hit = self.memo[k] = (kdata, koff)
         return hit
 
