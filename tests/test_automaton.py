@@ -238,7 +238,7 @@ def test_nodes_and_dfas_are_single_objects_that_pickle():
     assert again._canonical and again.fullmatch("abc12é".encode()) and not again.fullmatch(b"abd")
     # what the collector walks from a node: its fields, no per-node dict
     tree = ir.seq(ir.literal("xy"), ir.Repeat(ir.literal("z"), 0, None))
-    hash(tree), ir.size(tree)
+    hash(tree), ir.size(tree)  # with its cached hash and size set
     assert gc.get_referents(tree) and not any(isinstance(o, dict) for o in gc.get_referents(tree))
 
 

@@ -647,7 +647,7 @@ def test_declared_order_of_merged_parts_follows_the_schema_object():
 def test_live_keys_kernels_take_one_array_flavour(llama3):
     """The used keys reach the liveness kernels as a read-only array whether or not there are any
     (a writable empty one, before an object's first key, made Numba load a second specialisation
-    of the kernels inside a mask: 30-150 ms the first time in a process, JSONSchemaBench
+    of the kernels inside a mask: up to 120 ms the first time in a process, JSONSchemaBench
     Github_ultra/o65673)."""
     props = {f"k{i}_{w}": {"type": "integer"} for i, w in enumerate(("alpha", "beta", "gamma", "delta", "eps"))}
     schema = {"type": "object", "properties": props, "additionalProperties": False}

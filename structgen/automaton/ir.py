@@ -289,7 +289,6 @@ NOTHING = Alt(())
 ANY_CHAR = CharSet(((0, 0xD7FF), (0xE000, MAX_CODE_POINT)))
 
 
-
 def literal_text(node) -> Optional[str]:
     """The string ``node`` matches when it is a plain literal (a one-code-point ``CharSet``, or a
     ``Seq`` of them), else None."""
@@ -307,6 +306,7 @@ def single_code_point(node) -> Optional[int]:
         if lo == hi and not 0xD800 <= lo <= 0xDFFF:
             return lo
     return None
+
 
 _POINTS: dict = {}  # code point -> its CharSet, shared (nodes are immutable; the hash is cached once)
 

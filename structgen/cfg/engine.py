@@ -316,8 +316,9 @@ def _prefixed_build(node: ir.Node, max_states: int) -> ByteDFA:
     # collector stops walking such tuples, and a literal entry is then one object, its DFA
     body_key = ("dfa", id(embed)) if embed is not None else ir.literal_text(ir.Seq(rest)) or rest
     key = (body_key, rep.item.ranges, rep.max)
-    hit = _CHAINED.get(key)
-    d = None if hit is None else hit if embed is None else hit[1] if hit[0] is embed else None
+    d = _CHAINED.get(key)
+    if d is not None and embed is not None:  # (body DFA, prefixed DFA): the id may be reused
+        d = d[1] if d[0] is embed else None
     if d is not None:
         if d.n_states > max_states:
             raise LimitExceeded(f"a terminal has {d.n_states} lexer states", "max_states", max_states)

@@ -167,7 +167,7 @@ def other_keys_node(declared) -> ir.Node | None:
 def key_cells(patterns: tuple, declared) -> list | None:
     """The keys not in ``declared``, split by which of ``patterns`` (decoded-text search IRs, see
     :func:`.language.pattern_search_ir`) they match: ``[(indexes of the matched patterns, quoted
-    key IR)]``, one entry per non-empty cell, the cell matching none first when it is not empty.
+    key IR: one embedded DFA)]``, one entry per non-empty cell, the cell matching none first when it is not empty.
     Exact: the cells are disjoint and cover every undeclared key.  None past
     :data:`MAX_KEY_CELLS` cells; build limits raise :class:`~structgen.errors.LimitExceeded`."""
     names = tuple(sorted(set(declared)))
