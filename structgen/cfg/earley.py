@@ -102,7 +102,13 @@ def _seen_insert(seen, key, stamp):
 
 @njit(cache=True, nogil=True)
 def close_set(items, set_off, k, n, NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, mark, stamp, seen):
-    """Close set k (items[set_off[k]:n]) under prediction and completion; returns the new end (-1: full)."""
+    """Close set k (items[set_off[k]:n]) under prediction and completion; returns the new end (-1: full).
+
+    Two shortcuts, both exact: a nonterminal is expanded once per set (its first dot-0 rule with
+    origin ``k`` is present exactly when it was), and a rule completed with origin ``k`` (an empty
+    derivation, its left-hand side nullable) is not completed against set ``k``: every item of
+    ``k`` waiting for a nullable nonterminal has been advanced over it already (Aycock-Horspool),
+    and that scan of the growing set was most of the closing time of large grammars."""
     base = set_off[k]
     p = base
     while p < n:
@@ -110,19 +116,21 @@ def close_set(items, set_off, k, n, NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullabl
         org = items[p, 1]
         s = dr_next[dr]
         if s < 0:
-            a = dr_lhs[dr]
             if org == k:
-                lo, hi = base, n
-            else:
-                lo, hi = set_off[org], set_off[org + 1]
-            for q in range(lo, hi):
+                p += 1
+                continue
+            a = dr_lhs[dr]
+            for q in range(set_off[org], set_off[org + 1]):
                 d2 = items[q, 0]
                 if dr_next[d2] == a:
                     n = add_item(items, base, n, d2 + 1, items[q, 1], k, mark, stamp, seen)
                     if n < 0:
                         return -1
         elif s < NN:
-            for r in range(nt_ptr[s], nt_ptr[s + 1]):
+            r0, r1 = nt_ptr[s], nt_ptr[s + 1]
+            if r0 < r1 and mark[nt_dr0[r0]] == stamp:
+                r0 = r1  # predicted already
+            for r in range(r0, r1):
                 n = add_item(items, base, n, nt_dr0[r], k, k, mark, stamp, seen)
                 if n < 0:
                     return -1
