@@ -721,3 +721,100 @@ def test_set_duplicates_found_by_table_and_by_scan_alike():
             built.append(items[:n].tolist())
         assert built[0] == built[1] == built[2]
         assert len(built[0]) == len(set(pairs))
+
+
+def _random_chart(rng, n_sets, n_dr, NN):
+    """A chart of ``n_sets`` random sets (items ``(dotted rule, origin <= set)``) and random
+    next symbols (-1: the rule is complete) over ``NN`` nonterminals and a few terminals."""
+    sizes = rng.integers(0, 60, n_sets)
+    set_off = np.zeros(n_sets + 2, np.int32)
+    set_off[1:n_sets + 1] = np.cumsum(sizes)
+    items = np.zeros((int(set_off[n_sets]) + 1, 2), np.int32)
+    for k in range(n_sets):
+        for p in range(set_off[k], set_off[k + 1]):
+            items[p] = int(rng.integers(0, n_dr)), int(rng.integers(0, k + 1))
+    dr_next = rng.integers(-1, NN + 4, n_dr).astype(np.int32)
+    dr_lhs = rng.integers(0, NN, n_dr).astype(np.int32)
+    return items, set_off, dr_next, dr_lhs
+
+
+def _index(slots, pool):
+    return (np.zeros(slots, np.int64), np.full(slots, -1, np.int64), np.empty(slots, np.int32),
+            np.empty((pool, 2), np.int32))
+
+
+def test_waiter_index_chains_are_the_scans():
+    """earley.waiters: the chain of set o's items waiting for x is the scan of set o for them, in
+    the set's order, looked up cold or warm, in any order of sets, and again under the next
+    mask's stamp after the chart changed; an index too small answers INDEX_FULL."""
+    from structgen.cfg import earley
+    rng = np.random.default_rng(11)
+    for trial in range(30):
+        NN = int(rng.integers(1, 8))
+        items, set_off, dr_next, dr_lhs = _random_chart(rng, int(rng.integers(1, 9)), int(rng.integers(1, 40)), NN)
+        n_sets = set_off.shape[0] - 2
+        wx = _index(1024, 1024)
+        stampbox = np.zeros(4, np.int64)
+        for mask in range(2):
+            stampbox[1] += 1
+            stampbox[2:4] = 0
+            if mask:  # the next mask: another chart in the same arrays
+                items[:, 0] = rng.permutation(items[:, 0])
+            for _ in range(3 * n_sets * (NN + 4)):
+                o, x = int(rng.integers(0, n_sets)), int(rng.integers(0, NN + 4))
+                e = earley.waiters(o, x, items, set_off, dr_next, wx, stampbox)
+                chain = []
+                while e >= 0:
+                    chain.append(int(wx[3][e, 0]))
+                    e = wx[3][e, 1]
+                assert e == -1
+                want = [p for p in range(set_off[o], set_off[o + 1]) if dr_next[items[p, 0]] == x]
+                assert chain == want, (trial, o, x)
+        big = max(range(n_sets), key=lambda o: set_off[o + 1] - set_off[o])
+        if set_off[big + 1] - set_off[big] > 4:
+            stampbox[1] += 1
+            stampbox[2:4] = 0
+            assert earley.waiters(big, 0, items, set_off, dr_next, _index(1024, 4), stampbox) == earley.INDEX_FULL
+            assert earley.waiters(big, 0, items, set_off, dr_next, _index(4, 1024), stampbox) == earley.INDEX_FULL
+
+
+def test_signature_through_the_waiter_index_is_the_scanned_one():
+    """earley.signature reads the same items of set j through the index as by scanning it."""
+    from structgen.cfg import earley
+    rng = np.random.default_rng(12)
+    for trial in range(30):
+        NN = int(rng.integers(1, 8))
+        items, set_off, dr_next, dr_lhs = _random_chart(rng, int(rng.integers(1, 9)), int(rng.integers(1, 40)), NN)
+        stampbox = np.array([0, 1, 0, 0], np.int64)
+        wx = _index(1024, 1024)
+        for j in range(set_off.shape[0] - 2):
+            for sym in range(NN, NN + 4):
+                a, b = np.zeros(4096, np.int64), np.zeros(4096, np.int64)
+                sa, sb = np.zeros(64, np.int32), np.zeros(64, np.int32)
+                na = earley.signature(items, set_off, j, sym, NN, dr_next, dr_lhs, a, sa)
+                nb = earley.signature(items, set_off, j, sym, NN, dr_next, dr_lhs, b, sb, wx, stampbox)
+                assert na == nb and a[:na].tolist() == b[:nb].tolist(), (trial, j, sym)
+
+
+def test_masks_alike_when_the_waiter_index_starts_tiny(llama3, monkeypatch):
+    """A matcher whose waiter index starts at 4 slots grows it (the mask kernel answers
+    SCRATCH_FULL and is rerun) and computes the same masks along a sentence of a grammar
+    with long completion chains."""
+    import structgen as sg
+    from structgen.cfg import matcher as cm
+
+    g = sg.Grammar.from_lark(grammars.load("sql"))
+    text = b"SELECT a, b FROM t WHERE (a = 1 AND b > 2) OR c < 3 ORDER BY a"
+    masks = []
+    for slots in (cm.INDEX_SLOTS, 4):
+        monkeypatch.setattr(cm, "INDEX_SLOTS", slots)
+        cg = sg.compile(g, llama3, cache=False)
+        m = cg.matcher()
+        got = [m.mask_words().copy()]
+        for i in range(0, len(text), 5):
+            assert m.advance_bytes(text[i:i + 5])
+            got.append(m.mask_words().copy())
+        masks.append(got)
+    assert len(masks[0]) == len(masks[1])
+    for a, b in zip(*masks):
+        assert np.array_equal(a, b)

@@ -100,9 +100,89 @@ def _seen_insert(seen, key, stamp):
     return True
 
 
+# -------------------------------------------------------------- waiter index (mask scratch)
+# A mask closes a hundred would-be sets, and each completion or signature looked for the items of an
+# origin set waiting for one symbol by scanning the whole set (python.lark: 300-700 items, a dozen
+# completions per closing).  Within one mask no set below the one being closed changes, so
+# :func:`waiters` groups a set's items by next symbol on first use, once per mask: ``wx`` is
+# ``(wkeys, wstamp, wval, wpool)``, an open-addressing table ``(set << 32 | symbol) -> head`` whose
+# slots are live where ``wstamp`` equals the mask's stamp ``stampbox[1]`` (key ``set << 32 | NO_SYMBOL``:
+# the set is indexed), and a pool of ``(item position, next entry)`` chains filled up to
+# ``stampbox[2]``.  The lookups return ``INDEX_FULL`` when table or pool must grow.
+INDEX_FULL = -2
+_NO_SYMBOL = np.int64(0x7FFFFFFF)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _wslot(wkeys, wstamp, cur, key):
+    m = wkeys.shape[0] - 1
+    h = key * np.int64(-7046029254386353131)
+    s = (h ^ (h >> 31)) & m
+    while wstamp[s] == cur and wkeys[s] != key:
+        s = (s + 1) & m
+    return s
+
+
 @njit(cache=True, nogil=True)
-def close_set(items, set_off, k, n, NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, mark, stamp, seen):
-    """Close set k (items[set_off[k]:n]) under prediction and completion; returns the new end (-1: full).
+def waiters(o, x, items, set_off, dr_next, wx, stampbox):
+    """The first entry of the chain of items of (closed) set ``o`` whose next symbol is ``x`` in
+    ``wx``'s pool (follow ``wpool[e, 1]``; the item is ``wpool[e, 0]``), -1 when there is none,
+    ``INDEX_FULL`` when the index must grow.  Chains run in the set's order."""
+    wkeys, wstamp, wval, wpool = wx
+    cur = stampbox[1]
+    o64 = np.int64(o) << 32
+    s = _wslot(wkeys, wstamp, cur, o64 | _NO_SYMBOL)
+    if wstamp[s] != cur:  # first use of set o in this mask: index it
+        lo, hi = set_off[o], set_off[o + 1]
+        if 2 * (stampbox[3] + hi - lo + 1) > wkeys.shape[0] or stampbox[2] + hi - lo > wpool.shape[0]:
+            return INDEX_FULL
+        wkeys[s] = o64 | _NO_SYMBOL
+        wstamp[s] = cur
+        stampbox[3] += 1
+        e = stampbox[2]
+        for p in range(hi - 1, lo - 1, -1):
+            y = dr_next[items[p, 0]]
+            if y < 0:
+                continue
+            t = _wslot(wkeys, wstamp, cur, o64 | y)
+            if wstamp[t] != cur:
+                wkeys[t] = o64 | y
+                wstamp[t] = cur
+                wpool[e, 1] = -1
+                stampbox[3] += 1
+            else:
+                wpool[e, 1] = wval[t]
+            wpool[e, 0] = p
+            wval[t] = e
+            e += 1
+        stampbox[2] = e
+    s = _wslot(wkeys, wstamp, cur, o64 | x)
+    return wval[s] if wstamp[s] == cur else -1
+
+
+@njit(cache=True, nogil=True)
+def advance_waiters(o, x, items, set_off, base, n, k, dr_next, mark, stamp, seen, wx, stampbox):
+    """Add to set k (being built, ``items[base:n]``) the items of set ``o`` waiting for symbol ``x``
+    with their dot moved over it, found through the waiter index ``wx``; returns the new end (-1: the
+    chart is full, ``INDEX_FULL``: the index is)."""
+    e = waiters(o, x, items, set_off, dr_next, wx, stampbox)
+    if e == INDEX_FULL:
+        return INDEX_FULL
+    wpool = wx[3]
+    while e >= 0:
+        q = wpool[e, 0]
+        n = add_item(items, base, n, items[q, 0] + 1, items[q, 1], k, mark, stamp, seen)
+        if n < 0:
+            return -1
+        e = wpool[e, 1]
+    return n
+
+
+@njit(cache=True, nogil=True)
+def close_set(items, set_off, k, n, NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, mark, stamp, seen,
+              wx=None, stampbox=None):
+    """Close set k (items[set_off[k]:n]) under prediction and completion; returns the new end (-1: full,
+    ``INDEX_FULL``: the waiter index ``wx`` must grow; without one, origin sets are scanned).
 
     Two shortcuts, both exact: a nonterminal is expanded once per set (its first dot-0 rule with
     origin ``k`` is present exactly when it was), and a rule completed with origin ``k`` (an empty
@@ -120,12 +200,17 @@ def close_set(items, set_off, k, n, NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullabl
                 p += 1
                 continue
             a = dr_lhs[dr]
-            for q in range(set_off[org], set_off[org + 1]):
-                d2 = items[q, 0]
-                if dr_next[d2] == a:
-                    n = add_item(items, base, n, d2 + 1, items[q, 1], k, mark, stamp, seen)
-                    if n < 0:
-                        return -1
+            if wx is None:
+                for q in range(set_off[org], set_off[org + 1]):
+                    d2 = items[q, 0]
+                    if dr_next[d2] == a:
+                        n = add_item(items, base, n, d2 + 1, items[q, 1], k, mark, stamp, seen)
+                        if n < 0:
+                            return -1
+            else:
+                n = advance_waiters(org, a, items, set_off, base, n, k, dr_next, mark, stamp, seen, wx, stampbox)
+                if n < 0:
+                    return n
         elif s < NN:
             r0, r1 = nt_ptr[s], nt_ptr[s + 1]
             if r0 < r1 and mark[nt_dr0[r0]] == stamp:
@@ -187,7 +272,7 @@ ALIAS_SIGNATURE = 64
 
 
 @njit(cache=True, nogil=True)
-def signature(items, set_off, j, sym, NN, dr_next, dr_lhs, out, syms):
+def signature(items, set_off, j, sym, NN, dr_next, dr_lhs, out, syms, wx=None, stampbox=None):
     """The items of set ``j`` a lexeme of terminal symbol ``sym`` begun at ``j`` can ever read,
     as sorted keys ``dr << 32 | (origin + 1)`` with origin ``j`` itself written as -1, in
     ``out``; returns their number (-1: too many).  Completing the lexeme reads the items of set
@@ -201,10 +286,25 @@ def signature(items, set_off, j, sym, NN, dr_next, dr_lhs, out, syms):
     while q < ns:
         x = syms[q]
         q += 1
-        for p in range(set_off[j], set_off[j + 1]):
+        e = -1
+        if wx is not None:
+            e = waiters(j, x, items, set_off, dr_next, wx, stampbox)
+            if e == INDEX_FULL:
+                return INDEX_FULL
+        p = set_off[j] - 1
+        while True:  # the items of j waiting for x: from the index, or by scanning j
+            if wx is None:
+                p += 1
+                if p >= set_off[j + 1]:
+                    break
+                if dr_next[items[p, 0]] != x:
+                    continue
+            else:
+                if e < 0:
+                    break
+                p = wx[3][e, 0]
+                e = wx[3][e, 1]
             d = items[p, 0]
-            if dr_next[d] != x:
-                continue
             o = items[p, 1]
             if n >= out.shape[0]:
                 return -1
@@ -456,11 +556,13 @@ def step_each(data, doff, items, set_off, n_sets, front, nfront, fbuf, comp,
 
 @njit(cache=True, nogil=True)
 def predict_after(t, j, items, set_off, n_sets, fout,
-                  NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr, tstart, mark, stampbox):
+                  NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr, tstart, mark, stampbox, wx):
     """Lexer states that start right after terminal ``t`` completes a lexeme begun at set ``j``.
 
-    Builds the would-be set ``n_sets`` without committing it.  Returns the
-    number of states written to ``fout[:, 0]`` (-1: a buffer is too small).
+    Builds the would-be set ``n_sets`` without committing it, finding the items of earlier sets
+    through the mask's waiter index ``wx`` (see :func:`waiters`).  Returns the number of states
+    written to ``fout[:, 0]``, -1 when a chart buffer is too small, ``INDEX_FULL`` when the
+    index is.
     """
     k = n_sets
     if k + 1 >= set_off.shape[0]:
@@ -469,15 +571,12 @@ def predict_after(t, j, items, set_off, n_sets, fout,
     stamp = stampbox[0]
     base = set_off[k]
     n = base
-    sym = NN + t
-    for p in range(set_off[j], set_off[j + 1]):
-        d = items[p, 0]
-        if dr_next[d] == sym:
-            n = add_item(items, base, n, d + 1, items[p, 1], k, mark, stamp, None)
-            if n < 0:
-                return -1
-    n = close_set(items, set_off, k, n, NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, mark, stamp, None)
+    n = advance_waiters(j, NN + t, items, set_off, base, n, k, dr_next, mark, stamp, None, wx, stampbox)
     if n < 0:
-        return -1
+        return n
+    n = close_set(items, set_off, k, n, NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, mark, stamp, None,
+                  wx, stampbox)
+    if n < 0:
+        return n
     set_off[k + 1] = n
     return predict_frontier(items, set_off, k, NN, dr_next, tstart, fout, 0)

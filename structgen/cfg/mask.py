@@ -340,7 +340,7 @@ def expand_mask(front, nfront, n_sets, items, set_off,
                 bl_term, bl_uoff, bl_un, cnt, follow, fill, root_done,
                 scr_words, scr_nodes, lstack, nmark, nst, act, actn, isb, ftrans,
                 chain, cum, impure, u_trans, u_acc, u0, gfirst, words, estamp, bstamp, work, ptask, vkeys, vstamp, pkeys,
-                pstamp, pval, predbuf):
+                pstamp, pval, predbuf, wkeys, wstamp, wval, wpool):
     """OR into ``words`` every token allowed from the parse state (chart ``items`` /
     ``set_off`` with ``n_sets`` committed sets, frontier ``front[:nfront]``), EOS aside.
 
@@ -366,7 +366,8 @@ def expand_mask(front, nfront, n_sets, items, set_off,
     ``work`` (triples), ``ptask`` (boundaries to predict after),
     ``vkeys/vstamp`` (triples seen), ``pkeys/pstamp/pval`` ((terminal, set) ->
     (temp set, offset, count) in ``predbuf``); the stamp tables are live where
-    their stamp equals ``stampbox[1]``.
+    their stamp equals ``stampbox[1]``; ``wkeys/wstamp/wval/wpool`` the waiter index of the sets
+    (:func:`structgen.cfg.earley.waiters`, its fill counts in ``stampbox[2:4]``).
 
     Returns a status code (OK, MISS, CACHE_FULL, CHART_FULL, SCRATCH_FULL, NODES_FULL).
     """
@@ -375,6 +376,9 @@ def expand_mask(front, nfront, n_sets, items, set_off,
     SC = np.int64(set_off.shape[0])
     stampbox[1] += 1
     cur = stampbox[1]
+    stampbox[2] = 0
+    stampbox[3] = 0
+    wx = (wkeys, wstamp, wval, wpool)
     nw = 0
     for q in range(nfront):
         if nw >= work.shape[0]:
@@ -495,7 +499,9 @@ def expand_mask(front, nfront, n_sets, items, set_off,
             # instead of multiplying along every path of boundaries
             if np_ >= sig_of.shape[0]:
                 return SCRATCH_FULL
-            ns = earley.signature(items, set_off, j, NN + t, NN, dr_next, dr_lhs, sig_tmp, sig_syms)
+            ns = earley.signature(items, set_off, j, NN + t, NN, dr_next, dr_lhs, sig_tmp, sig_syms, wx, stampbox)
+            if ns == earley.INDEX_FULL:
+                return SCRATCH_FULL
             k2 = -1
             if ns >= 0:
                 h = np.int64(t) * 1000003 + ns
@@ -531,7 +537,9 @@ def expand_mask(front, nfront, n_sets, items, set_off,
                 if k2 + 2 >= set_off.shape[0]:
                     return CHART_FULL
                 pn = predict_after(t, j, items, set_off, k2, predbuf[npred:], NN, dr_next, dr_lhs, nt_ptr, nt_dr0,
-                                   nullable, final_dr, tstart, mark, stampbox)
+                                   nullable, final_dr, tstart, mark, stampbox, wx)
+                if pn == earley.INDEX_FULL:
+                    return SCRATCH_FULL
                 if pn < 0:
                     return CHART_FULL
                 po = npred
@@ -676,7 +684,8 @@ def expand_mask_packed(front, nfront, n_sets, fill, root_done, words, m, NN, u0,
         view2(g, 17, i4), view1(g, 18, i4), view2(g, 19, u4), view1(g, 20, u1),
         view2(g, 21, i4), view1(g, 22, u1), u0, view2(g, 23, np.uint64),
         words, view1(m, 4, i8), view2(m, 5, i8), view2(m, 6, i4), view2(m, 7, i4), view1(m, 8, i8),
-        view1(m, 9, i8), view1(m, 10, i8), view1(m, 11, i8), view2(m, 12, i4), view2(m, 13, i4))
+        view1(m, 9, i8), view1(m, 10, i8), view1(m, 11, i8), view2(m, 12, i4), view2(m, 13, i4),
+        view1(m, 16, i8), view1(m, 17, i8), view1(m, 18, i4), view2(m, 19, i4))
 
 
 @njit(cache=True, nogil=True)
@@ -718,7 +727,7 @@ PACKED_GRAMMAR = (GrammarArrays._fields[1:] + TrieArrays._fields + ("follow",) +
                   + ("gfirst",))
 #: The rows of :func:`expand_mask_packed`'s matcher table: a matcher's chart and per-mask scratch.
 PACKED_MATCHER = ("items", "set_off", "mark", "stampbox", "estamp", "bstamp", "work", "ptask", "vkeys", "vstamp",
-                  "pkeys", "pstamp", "pval", "predbuf", "comp", "fbuf")
+                  "pkeys", "pstamp", "pval", "predbuf", "comp", "fbuf", "wkeys", "wstamp", "wval", "wpool")
 
 
 def check_kernel_orders() -> None:

@@ -42,6 +42,7 @@ MEMO_MIN_SECONDS = 100e-6   # the memo starts after, and keeps, masks that took 
 MEMO_PROBATION = 64         # lookups after which a memo that finds under 1 in 16 is dropped
 _KEY_WORDS = 4096           # longest configuration key (int64 words); longer: not kept
 PROBE_MEMO = 4096           # byte_states_after_each answers a matcher keeps
+INDEX_SLOTS = 4096          # first size of the sets' waiter index (slots, pool rows); doubled on demand
 _UNKNOWN = object()         # a probe not in that memo
 
 _IDENTITY = np.arange(256, dtype=np.int64)  # the lexer DFAs have no byte classes
@@ -59,7 +60,7 @@ class CFGMatcher(Matcher, ByteStateView):
         self._items = None
         tb = engine.tables
         self._mark = np.zeros(2 * max(tb.n_dr, 1), np.int64)  # see earley.add_item
-        self._stamp = np.zeros(2, np.int64)  # [0]: Earley-set stamp, [1]: per-mask stamp
+        self._stamp = np.zeros(4, np.int64)  # [0]: Earley-set stamp, [1]: per-mask stamp, [2:4]: index fill
         self._comp = np.empty((256, 2), np.int32)
         self._fcap = 256
         self._fbuf = np.empty((2, self._fcap, 2), np.int32)
@@ -71,6 +72,9 @@ class CFGMatcher(Matcher, ByteStateView):
         self._vkeys, self._vstamp = _stamped(2048)
         self._pkeys, self._pstamp = _stamped(256)
         self._pval = np.empty((256, 3), np.int32)
+        self._wkeys, self._wstamp = _stamped(INDEX_SLOTS)  # the sets' waiter index (earley.waiters)
+        self._wval = np.empty(INDEX_SLOTS, np.int32)
+        self._wpool = np.empty((INDEX_SLOTS, 2), np.int32)
         self._predbuf = np.empty((max(1024, 4 * tb.n_lexer_states), 2), np.int32)
         self._memo: dict | None = None   # configuration key -> mask words, once armed
         self._probes: dict = {}          # (frontier, probe) -> byte_states_after_each's answer
@@ -433,7 +437,8 @@ class CFGMatcher(Matcher, ByteStateView):
             named = {"items": self._items, "set_off": self._set_off, "mark": self._mark, "stampbox": self._stamp,
                      "estamp": self._estamp, "bstamp": self._bstamp, "work": self._work, "ptask": self._ptask,
                      "vkeys": self._vkeys, "vstamp": self._vstamp, "pkeys": self._pkeys, "pstamp": self._pstamp,
-                     "pval": self._pval, "predbuf": self._predbuf, "comp": self._comp, "fbuf": self._fbuf}
+                     "pval": self._pval, "predbuf": self._predbuf, "comp": self._comp, "fbuf": self._fbuf,
+                     "wkeys": self._wkeys, "wstamp": self._wstamp, "wval": self._wval, "wpool": self._wpool}
             p = self._mpack = Packed(tuple(named[k] for k in mk.PACKED_MATCHER))
         return p.table
 
@@ -466,6 +471,9 @@ class CFGMatcher(Matcher, ByteStateView):
                 self._vkeys, self._vstamp = _stamped(self._vkeys.shape[0] * 2)
                 self._pkeys, self._pstamp = _stamped(self._pkeys.shape[0] * 2)
                 self._pval = np.empty((self._pkeys.shape[0], 3), np.int32)
+                self._wkeys, self._wstamp = _stamped(self._wkeys.shape[0] * 2)
+                self._wval = np.empty(self._wkeys.shape[0], np.int32)
+                self._wpool = np.empty((self._wpool.shape[0] * 2, 2), np.int32)
             elif st == mk.CHART_FULL:
                 self._grow()
             else:
