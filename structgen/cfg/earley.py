@@ -110,6 +110,7 @@ def _seen_insert(seen, key, stamp):
 # the set is indexed), and a pool of ``(item position, next entry)`` chains filled up to
 # ``stampbox[2]``.  The lookups return ``INDEX_FULL`` when table or pool must grow.
 INDEX_FULL = -2
+SCAN_BELOW = 48  # sets smaller than this are scanned: indexing them costs more than it saves
 _NO_SYMBOL = np.int64(0x7FFFFFFF)
 
 
@@ -161,10 +162,24 @@ def waiters(o, x, items, set_off, dr_next, wx, stampbox):
 
 
 @njit(cache=True, nogil=True)
+def advance_scanned(o, x, items, set_off, base, n, k, dr_next, mark, stamp, seen):
+    """:func:`advance_waiters` by scanning set ``o``; returns the new end (-1: the chart is full)."""
+    for q in range(set_off[o], set_off[o + 1]):
+        d2 = items[q, 0]
+        if dr_next[d2] == x:
+            n = add_item(items, base, n, d2 + 1, items[q, 1], k, mark, stamp, seen)
+            if n < 0:
+                return -1
+    return n
+
+
+@njit(cache=True, nogil=True)
 def advance_waiters(o, x, items, set_off, base, n, k, dr_next, mark, stamp, seen, wx, stampbox):
     """Add to set k (being built, ``items[base:n]``) the items of set ``o`` waiting for symbol ``x``
-    with their dot moved over it, found through the waiter index ``wx``; returns the new end (-1: the
-    chart is full, ``INDEX_FULL``: the index is)."""
+    with their dot moved over it, found through the waiter index ``wx`` (a set under ``SCAN_BELOW``
+    items is scanned); returns the new end (-1: the chart is full, ``INDEX_FULL``: the index is)."""
+    if set_off[o + 1] - set_off[o] < SCAN_BELOW:
+        return advance_scanned(o, x, items, set_off, base, n, k, dr_next, mark, stamp, seen)
     e = waiters(o, x, items, set_off, dr_next, wx, stampbox)
     if e == INDEX_FULL:
         return INDEX_FULL
@@ -201,12 +216,9 @@ def close_set(items, set_off, k, n, NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullabl
                 continue
             a = dr_lhs[dr]
             if wx is None:
-                for q in range(set_off[org], set_off[org + 1]):
-                    d2 = items[q, 0]
-                    if dr_next[d2] == a:
-                        n = add_item(items, base, n, d2 + 1, items[q, 1], k, mark, stamp, seen)
-                        if n < 0:
-                            return -1
+                n = advance_scanned(org, a, items, set_off, base, n, k, dr_next, mark, stamp, seen)
+                if n < 0:
+                    return -1
             else:
                 n = advance_waiters(org, a, items, set_off, base, n, k, dr_next, mark, stamp, seen, wx, stampbox)
                 if n < 0:
@@ -271,6 +283,15 @@ ALIAS_SET_ITEMS = 512
 ALIAS_SIGNATURE = 64
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _next_waiting(items, p, hi, x, dr_next):
+    """The first position after ``p`` and below ``hi`` of an item waiting for ``x``, else -1."""
+    for q in range(p + 1, hi):
+        if dr_next[items[q, 0]] == x:
+            return q
+    return -1
+
+
 @njit(cache=True, nogil=True)
 def signature(items, set_off, j, sym, NN, dr_next, dr_lhs, out, syms, wx=None, stampbox=None):
     """The items of set ``j`` a lexeme of terminal symbol ``sym`` begun at ``j`` can ever read,
@@ -283,22 +304,28 @@ def signature(items, set_off, j, sym, NN, dr_next, dr_lhs, out, syms, wx=None, s
     syms[0] = sym
     n = 0
     q = 0
+    scan = True  # small sets are scanned (see SCAN_BELOW)
+    if wx is not None:
+        scan = set_off[j + 1] - set_off[j] < SCAN_BELOW
     while q < ns:
         x = syms[q]
         q += 1
         e = -1
         if wx is not None:
-            e = waiters(j, x, items, set_off, dr_next, wx, stampbox)
-            if e == INDEX_FULL:
-                return INDEX_FULL
+            if not scan:
+                e = waiters(j, x, items, set_off, dr_next, wx, stampbox)
+                if e == INDEX_FULL:
+                    return INDEX_FULL
         p = set_off[j] - 1
-        while True:  # the items of j waiting for x: from the index, or by scanning j
+        while True:  # the items of j waiting for x: by scanning j, or from the index
             if wx is None:
-                p += 1
-                if p >= set_off[j + 1]:
+                p = _next_waiting(items, p, set_off[j + 1], x, dr_next)
+                if p < 0:
                     break
-                if dr_next[items[p, 0]] != x:
-                    continue
+            elif scan:
+                p = _next_waiting(items, p, set_off[j + 1], x, dr_next)
+                if p < 0:
+                    break
             else:
                 if e < 0:
                     break
