@@ -61,6 +61,7 @@ def _fresh(ref, words):
 def test_memo_masks_equal_fresh_ones(text, seed, keys, monkeypatch):
     monkeypatch.setattr(cm, "MEMO_MIN_SECONDS", -1.0)   # every matcher keeps masks from the first
     monkeypatch.setattr(cm, "MEMO_PROBATION", 1 << 30)  # and keeps its memo
+    monkeypatch.setattr(cm, "SIGNATURE_PROBATION", 1 << 30)  # and its signatures
     if keys == "frontier":  # no signature fits: every key is the frontier's
         monkeypatch.setattr(cm, "_KEY_WORDS", 1)
     vocab = _vocab()
@@ -154,6 +155,26 @@ def test_memo_is_dropped_where_it_seldom_hits(monkeypatch):
         assert np.array_equal(m.mask_words(), _fresh(ref, np.empty(cg.engine.words, np.uint32))), i
         assert m.advance_bytes(text[i:i + 1]) and ref.advance_bytes(text[i:i + 1])
     assert m._memo is None and m._memo_off and m._memo_hits * 16 < m._memo_looks
+
+
+def test_signatures_are_dropped_where_they_seldom_hit(monkeypatch):
+    """Going deeper into nested lists repeats no signature: after SIGNATURE_PROBATION signature
+    lookups the matcher stops computing them, keeps masks under their frontier, and these are
+    found inside a long string (its frontier repeats); masks stay exact."""
+    monkeypatch.setattr(cm, "MEMO_MIN_SECONDS", -1.0)
+    monkeypatch.setattr(cm, "SIGNATURE_PROBATION", 8)
+    grammar = 'start: "[" [item ("," item)*] "]"\nitem: STRING | start\nSTRING: /"[a-z]*"/\n'
+    cg = sg.compile(sg.Grammar.from_lark(grammar), _vocab(), cache=False)
+    m, ref = cg.matcher(), cg.matcher()
+    text = b"[" * 12 + b'"' + b"a" * 12 + b'"' + b"]" * 12
+    for i in range(len(text)):
+        if i == 12:
+            assert m._sig_off and m._sig_hits * 8 < m._sig_looks
+            looks, hits = m._sig_looks, m._memo_hits
+        assert np.array_equal(m.mask_words(), _fresh(ref, np.empty(cg.engine.words, np.uint32))), i
+        assert m.advance_bytes(text[i:i + 1]) and ref.advance_bytes(text[i:i + 1])
+    assert m._sig_looks == looks             # no signature computed since
+    assert m._memo_hits >= hits + 10         # the string's masks came from the memo, by frontier
 
 
 def test_compile_prefill_option():

@@ -14,10 +14,13 @@ of the lexer DFAs, the states those of the frontier's lexemes.
 
 Mask memo: once a mask of this matcher has cost more than ``MEMO_MIN_SECONDS`` without
 filling the grammar's cache (a first visit is costly once), such masks are kept (the last
-``MEMO_MASKS``) under :func:`~structgen.cfg.earley.frontier_signature`, which names what a mask reads of the chart, and under the frontier itself -- a repeated
-configuration (the next word of a CSV row, the next byte of a right-recursive string, the next
-token of a docstring) then costs a lookup instead of a mask computation.  A matcher whose
-lookups seldom hit (under 1 in 16 after ``MEMO_PROBATION``) stops keeping masks.  The key refers to committed sets by number, so the memo is dropped
+``MEMO_MASKS``) under the frontier itself (each lexeme's lexer state and origin set) and under
+:func:`~structgen.cfg.earley.frontier_signature`, which names what a mask reads of the chart --
+a repeated configuration (the next token inside a JSON string, the next word of a CSV row, the
+next byte of a right-recursive string, the next token of a docstring) then costs a lookup
+instead of a mask computation.  A matcher whose signature lookups seldom hit (under 1 in 8
+after ``SIGNATURE_PROBATION``) stops computing signatures (a microsecond or two each), and one whose
+lookups seldom hit at all (under 1 in 16) stops keeping masks.  The key refers to committed sets by number, so the memo is dropped
 whenever the chart goes back (``rollback``, ``restore``, ``reset``); a fork starts without one.
 """
 from __future__ import annotations
@@ -38,8 +41,9 @@ from . import mask as mk
 
 
 MEMO_MASKS = 8              # masks a matcher keeps (each under two keys)
-MEMO_MIN_SECONDS = 100e-6   # the memo starts after, and keeps, masks that took longer than this
+MEMO_MIN_SECONDS = 5e-6     # the memo starts after, and keeps, masks that took longer than this
 MEMO_PROBATION = 64         # lookups after which a memo that finds under 1 in 16 is dropped
+SIGNATURE_PROBATION = 16    # signature lookups after which signatures that find under 1 in 8 are dropped
 _KEY_WORDS = 4096           # longest configuration key (int64 words); longer: not kept
 PROBE_MEMO = 4096           # byte_states_after_each answers a matcher keeps
 INDEX_SLOTS = 4096          # first size of the sets' waiter index (slots, pool rows); doubled on demand
@@ -80,6 +84,8 @@ class CFGMatcher(Matcher, ByteStateView):
         self._probes: dict = {}          # (frontier, probe) -> byte_states_after_each's answer
         self._memo_off = False           # disarmed: its keys were seldom found
         self._memo_looks = self._memo_hits = 0
+        self._sig_looks = self._sig_hits = 0
+        self._sig_off = False            # signature keys dropped: they were seldom found
         self._keybuf = None
         self._args = None                # see _kernel_args
         self._mpack = None               # see _matcher_table: dropped whenever a buffer is replaced
@@ -346,20 +352,27 @@ class CFGMatcher(Matcher, ByteStateView):
 
     def _compute(self, e, words: np.ndarray) -> None:
         """The mask words, EOS aside, into ``words``: from the memo (see the module docstring),
-        else computed (:meth:`_compute_fresh`).  A mask is kept under its configuration's key and
-        under the frontier itself (lexer state and origin set of each lexeme: the same committed
-        sets at every point the memo lives, so exact too), which repeats where the chart has not
-        moved -- inside a long lexeme (a docstring, a comment) -- and is cheaper to look up, or
-        the only key where a signature is too long."""
+        else computed (:meth:`_compute_fresh`).  A mask is kept under the frontier itself (lexer
+        state and origin set of each lexeme: the same committed sets at every point the memo
+        lives, so exact too), which repeats where the chart has not moved -- inside a string, a
+        docstring, a comment -- and is cheap to look up, and under its configuration's signature,
+        which also finds other frontiers with the same future, or the only key where a signature
+        is too long."""
         memo = self._memo
         key = raw = None
         if memo is not None:
             self._memo_looks += 1
             raw = self._front_key()
             hit = memo.get(raw)
-            if hit is None:
+            if hit is None and not self._sig_off:
+                self._sig_looks += 1
                 key = self._config_key(e)
                 hit = memo.get(key) if key is not None else None
+                if hit is not None:
+                    self._sig_hits += 1
+                elif self._sig_looks >= SIGNATURE_PROBATION and self._sig_hits * 8 < self._sig_looks:
+                    self._sig_off = True   # signatures seldom repeat when frontiers do not: stop computing them
+                    key = None
             if hit is not None:
                 self._memo_hits += 1
                 words[:] = hit
@@ -375,7 +388,9 @@ class CFGMatcher(Matcher, ByteStateView):
             if self._memo_off or filled:
                 return   # a first visit is costly once: the cache, not the memo, makes it cheap again
             memo = self._memo = {}
-            raw, key = self._front_key(), self._config_key(e)
+            raw = self._front_key()
+        if key is None and not self._sig_off:
+            key = self._config_key(e)
         kept = words.copy()
         for k in (raw, key):
             if k is not None:
