@@ -169,7 +169,7 @@ def test_signatures_are_dropped_where_they_seldom_hit(monkeypatch):
     text = b"[" * 12 + b'"' + b"a" * 12 + b'"' + b"]" * 12
     for i in range(len(text)):
         if i == 12:
-            assert m._sig_off and m._sig_hits * 8 < m._sig_looks
+            assert m._sig_off and m._sig_hits * 4 < m._sig_looks
             looks, hits = m._sig_looks, m._memo_hits
         assert np.array_equal(m.mask_words(), _fresh(ref, np.empty(cg.engine.words, np.uint32))), i
         assert m.advance_bytes(text[i:i + 1]) and ref.advance_bytes(text[i:i + 1])

@@ -18,8 +18,8 @@ filling the grammar's cache (a first visit is costly once), such masks are kept 
 :func:`~structgen.cfg.earley.frontier_signature`, which names what a mask reads of the chart --
 a repeated configuration (the next token inside a JSON string, the next word of a CSV row, the
 next byte of a right-recursive string, the next token of a docstring) then costs a lookup
-instead of a mask computation.  A matcher whose signature lookups seldom hit (under 1 in 8
-after ``SIGNATURE_PROBATION``) stops computing signatures (a microsecond or two each), and one whose
+instead of a mask computation.  A matcher whose signature lookups seldom hit (under 1 in 4
+after ``SIGNATURE_PROBATION``) stops computing signatures (up to several microseconds each), and one whose
 lookups seldom hit at all (under 1 in 16) stops keeping masks.  The key refers to committed sets by number, so the memo is dropped
 whenever the chart goes back (``rollback``, ``restore``, ``reset``); a fork starts without one.
 """
@@ -43,7 +43,7 @@ from . import mask as mk
 MEMO_MASKS = 8              # masks a matcher keeps (each under two keys)
 MEMO_MIN_SECONDS = 5e-6     # the memo starts after, and keeps, masks that took longer than this
 MEMO_PROBATION = 64         # lookups after which a memo that finds under 1 in 16 is dropped
-SIGNATURE_PROBATION = 16    # signature lookups after which signatures that find under 1 in 8 are dropped
+SIGNATURE_PROBATION = 8     # signature lookups after which signatures that find under 1 in 4 are dropped
 _KEY_WORDS = 4096           # longest configuration key (int64 words); longer: not kept
 PROBE_MEMO = 4096           # byte_states_after_each answers a matcher keeps
 INDEX_SLOTS = 4096          # first size of the sets' waiter index (slots, pool rows); doubled on demand
@@ -370,7 +370,7 @@ class CFGMatcher(Matcher, ByteStateView):
                 hit = memo.get(key) if key is not None else None
                 if hit is not None:
                     self._sig_hits += 1
-                elif self._sig_looks >= SIGNATURE_PROBATION and self._sig_hits * 8 < self._sig_looks:
+                elif self._sig_looks >= SIGNATURE_PROBATION and self._sig_hits * 4 < self._sig_looks:
                     self._sig_off = True   # signatures seldom repeat when frontiers do not: stop computing them
                     key = None
             if hit is not None:
