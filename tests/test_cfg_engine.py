@@ -820,3 +820,19 @@ def test_masks_alike_when_the_waiter_index_starts_tiny(llama3, monkeypatch):
     assert len(masks[0]) == len(masks[1])
     for a, b in zip(*masks):
         assert np.array_equal(a, b)
+
+
+def test_mask_scratch_growth_is_bounded(llama3, monkeypatch):
+    """The per-mask scratch tables double on demand up to matcher.MAX_SCRATCH_ROWS, then the mask
+    ends in LimitExceeded naming that limit (instead of doubling until memory runs out)."""
+    import structgen as sg
+    from structgen.cfg import matcher as cm
+
+    monkeypatch.setattr(cm, "INDEX_SLOTS", 4)
+    monkeypatch.setattr(cm, "MAX_SCRATCH_ROWS", 8)
+    cg = sg.compile(sg.Grammar.from_lark(grammars.load("sql")), llama3, cache=False)
+    m = cg.matcher()
+    assert m.advance_bytes(b"SELECT a, b FROM t WHERE (a = 1 AND ")
+    with pytest.raises(sg.LimitExceeded, match="scratch") as e:
+        m.mask_words()
+    assert e.value.limit == "mask scratch rows" and e.value.value == 8

@@ -47,6 +47,7 @@ SIGNATURE_PROBATION = 8     # signature lookups after which signatures that find
 _KEY_WORDS = 4096           # longest configuration key (int64 words); longer: not kept
 PROBE_MEMO = 4096           # byte_states_after_each answers a matcher keeps
 INDEX_SLOTS = 4096          # first size of the sets' waiter index (slots, pool rows); doubled on demand
+MAX_SCRATCH_ROWS = 1 << 26  # the per-mask scratch tables stop doubling here (LimitExceeded)
 _UNKNOWN = object()         # a probe not in that memo
 
 _IDENTITY = np.arange(256, dtype=np.int64)  # the lexer DFAs have no byte classes
@@ -480,6 +481,9 @@ class CFGMatcher(Matcher, ByteStateView):
             st = mk.expand_mask_packed(front, front.shape[0], self._n_sets, fill, root_done, words,
                                        self._matcher_table(), *fixed)
             if st == mk.SCRATCH_FULL:
+                if max(self._work.shape[0], self._vkeys.shape[0], self._wkeys.shape[0]) >= MAX_SCRATCH_ROWS:
+                    raise LimitExceeded("one mask needs more scratch than the matcher allows", "mask scratch rows",
+                                        MAX_SCRATCH_ROWS)
                 self._mpack = None
                 self._work = np.empty((self._work.shape[0] * 2, 3), np.int32)
                 self._ptask = np.empty((self._ptask.shape[0] * 2, 3), np.int32)
