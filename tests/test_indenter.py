@@ -372,9 +372,14 @@ def test_python_lark_accepts_real_files(vocab):
         src = Path(here, name).read_text()
         assert _lark_ok(parser, src)
         assert _accepts(cg, src), name
-    for bad in ("if x:\n        a\n    b\n", "def f(x):\n", "x = (1,\n"):
+    for bad in ("if x:\n        a\n    b\n", "def f(x):\n", "x = (1,\n",
+                # a comment is the newline's longest match, non-ASCII letters included: the block is empty
+                "if x:\n  #\u00e9\n", "if x:\n  #c\u00e9 = 1\n"):
         assert not _lark_ok(parser, bad)
         assert not _accepts(cg, bad), bad
+    for good in ("x = 1 #\u00e9\ny = 2\n", "if x:\n    y = 1\n  #c\u00e9 = 1\n", "\u00e9 = 1 # \u00e9\n"):
+        assert _lark_ok(parser, good)
+        assert _accepts(cg, good), good
 
 
 PY_PROGRAMS = ("if x:\n    pass\n", "ifx:\n    pass\n", "ifx = 1\n", "aisx\n", "a is x\n", "_, a = 1, 2\n",

@@ -177,6 +177,19 @@ def test_dynamic_lexer_cases_match_lark(text):
     _check(text, "ab :\n#", "dynamic")
 
 
+@pytest.mark.parametrize("text,mode", [
+    # a longest-match comment before a non-ASCII name: "#é" is all comment, never "#" then NAME "é"
+    ('start: NAME+\nNAME: /[aé]+/\nCOMMENT: "#" /[^\\n]/*\n%ignore COMMENT\n%ignore "\\n"\n', "dynamic_complete"),
+    ('start: C X | C "\\n"\nC: /#[^\\n]*/\nX: /é+/\n', "dynamic"),
+    ('start: (NAME | C)+\nC: /#[^\\n]*/\nNAME: /[aé]+/\n%ignore "\\n"\n', "dynamic"),
+])
+def test_longest_match_before_non_ascii_text_matches_lark(text, mode):
+    """A longest-match condition is undecided after the lead byte of a character (only the whole
+    ``é`` makes the comment longer): it is not dropped there (structgen accepted ``#é`` as a
+    comment "#" and a name "é" before)."""
+    _check(text, "a\u00e9#\n", mode)
+
+
 def test_dynamic_lexer_refuses_an_indenter_as_lark_does():
     text = 'start: NAME _NL\nNAME: /[a-z]+/\n_NL: /\\n[ \\t]*/\n%declare _INDENT _DEDENT\n'
     from lark.indenter import Indenter

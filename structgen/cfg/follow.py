@@ -84,6 +84,7 @@ class _Follow:
                     self.conds.append((d, univ))
             if same[k] is not None:
                 self.own[t] = (same[k], int(d.start))
+        self.utf8 = ops.utf8_star()   # its states: where a lexeme's bytes stand in a character
         self.pending = [()]   # id -> sorted tuple of (condition, state)
         self.ids = {(): 0}
         self.splits = {}      # (terminal, pending id) -> {pending id after: lexeme DFA}
@@ -121,13 +122,19 @@ class _Follow:
         return out
 
     def _product(self, d: ByteDFA, p: tuple, own) -> dict:
-        bc, reps = shared_classes([d.byte_class] + [self.conds[c][0].byte_class for c, _ in p])
+        # A condition is dropped where its state accepts every continuation (``universal_states``,
+        # which starts at a character boundary), so only at a character boundary of the lexeme:
+        # after the lead byte of ``é`` the rest of a comment is undecided (a complete ``é`` would
+        # make the comment longer).  ``u`` is the UTF-8 decoding state of the lexeme's bytes.
+        u8 = self.utf8
+        ut, ub, ua = np.asarray(u8.transitions), np.asarray(u8.byte_class), np.asarray(u8.accepting)
+        bc, reps = shared_classes([d.byte_class, u8.byte_class] + [self.conds[c][0].byte_class for c, _ in p])
         dt, db, da = np.asarray(d.transitions), np.asarray(d.byte_class), np.asarray(d.accepting)
         index = {}
         states, rows, outcome = [], [], []
 
-        def state(x, pend):
-            k = (x, pend)
+        def state(x, pend, u):
+            k = (x, pend, u)
             j = index.get(k)
             if j is None:
                 if len(states) >= self.max_states:
@@ -137,10 +144,10 @@ class _Follow:
                 states.append(k)
             return j
 
-        state(int(d.start), p)
+        state(int(d.start), p, int(u8.start))
         j = 0
         while j < len(states):
-            x, pend = states[j]
+            x, pend, u = states[j]
             if da[x]:
                 outcome.append(self.pid(tuple(sorted(set(pend) | ({own} if own else set())))))
             else:
@@ -148,6 +155,8 @@ class _Follow:
             row = []
             for b in reps:
                 x2 = int(dt[x, db[b]])
+                u2 = int(ut[u, ub[b]]) if u >= 0 else -1
+                boundary = u2 >= 0 and bool(ua[u2])
                 nxt = []
                 for c, s in pend:
                     cd, univ = self.conds[c]
@@ -155,9 +164,9 @@ class _Follow:
                     if s2 < 0:
                         x2 = -1
                         break
-                    if not univ[s2]:
+                    if not (boundary and univ[s2]):
                         nxt.append((c, s2))
-                row.append(-1 if x2 < 0 else state(x2, tuple(sorted(set(nxt)))))
+                row.append(-1 if x2 < 0 else state(x2, tuple(sorted(set(nxt))), u2))
             rows.append(row)
             j += 1
         trans = np.array(rows, np.int32).reshape(len(states), len(reps))
