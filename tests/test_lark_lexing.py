@@ -185,8 +185,9 @@ def test_dynamic_lexer_cases_match_lark(text):
 ])
 def test_longest_match_before_non_ascii_text_matches_lark(text, mode):
     """A longest-match condition is undecided after the lead byte of a character (only the whole
-    ``é`` makes the comment longer): it is not dropped there (structgen accepted ``#é`` as a
-    comment "#" and a name "é" before)."""
+    ``é`` makes the comment longer): it is not dropped there.  The ``dynamic`` ``C X`` case failed
+    before (``#é`` read as a comment "#" and an ``X`` "é"); the other two cover the same lexing
+    through an ignored comment and a repeated choice."""
     _check(text, "a\u00e9#\n", mode)
 
 

@@ -318,6 +318,8 @@ def signature(items, set_off, j, sym, NN, dr_next, dr_lhs, out, syms, wx=None, s
                     return INDEX_FULL
         p = set_off[j] - 1
         while True:  # the items of j waiting for x: by scanning j, or from the index
+            # (two scanning branches: Numba prunes `wx is None` only as a condition of its own,
+            # and the index branch must not be typed for a missing index)
             if wx is None:
                 p = _next_waiting(items, p, set_off[j + 1], x, dr_next)
                 if p < 0:
@@ -478,14 +480,9 @@ def step_byte(b, items, set_off, n_sets, fin, nfin, fout, comp,
     base = set_off[k]
     n = base
     for c in range(nc):
-        sym = NN + comp[c, 0]
-        j = comp[c, 1]
-        for p in range(set_off[j], set_off[j + 1]):
-            d = items[p, 0]
-            if dr_next[d] == sym:
-                n = add_item(items, base, n, d + 1, items[p, 1], k, mark, stamp, seen)
-                if n < 0:
-                    return -1, n_sets, False
+        n = advance_scanned(comp[c, 1], NN + comp[c, 0], items, set_off, base, n, k, dr_next, mark, stamp, seen)
+        if n < 0:
+            return -1, n_sets, False
     n = close_set(items, set_off, k, n, NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, mark, stamp, seen)
     if n < 0:
         return -1, n_sets, False
