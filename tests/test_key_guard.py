@@ -134,6 +134,55 @@ def test_batched_probes_equal_single_probes(engine, layout, llama3):
     assert seen_some
 
 
+def test_probe_answers_are_shared_inside_a_string_value(llama3, monkeypatch):
+    """Inside a string of bounded length each character moves the lexer to a new state, so the
+    frontier differs at every point; a probe that closes the string first reads only what follows
+    the quote (:func:`structgen.cfg.earley.probe_keys`), so the grammar is stepped for it once, and
+    every answer still equals a fresh single probe's -- also for probes that stay inside the string,
+    for one that runs past ``maxLength``, and after a rollback."""
+    from structgen.cfg import earley
+
+    schema = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 12}, "b": {"type": "integer"},
+                                               "c": {"type": "string"}}, "additionalProperties": False}
+    g = sg.Grammar.from_json_schema(schema, engine="cfg", whitespace="flexible", property_order="any")
+    cg = sg.compile(g, llama3, cache=False)
+    inner = cg.matcher().inner
+    assert inner.advance_bytes(b'{"a": "')
+    closing = [b'",', b'", "', b'"}', b'",\n  "', b'" ,"b', b'"']
+    inside = [b"x", b"xy", b'x",', b"0123456789ab", b'0123456789abc"']
+    stepped = []
+    real = earley.step_each
+
+    def counting(data, doff, *args):
+        stepped.append(doff.shape[0] - 1)
+        return real(data, doff, *args)
+
+    monkeypatch.setattr(earley, "step_each", counting)
+    text = b"hello world!"
+    for i in range(len(text) + 1):
+        if i:
+            assert inner.advance_bytes(text[i - 1:i])
+        got = inner.byte_states_after_each(closing + inside)
+        fresh = cg.matcher().inner
+        assert fresh.advance_bytes(b'{"a": "' + text[:i])
+        for p, a in zip(closing + inside, got):
+            b = fresh.byte_states_after(p)
+            assert (a is None) == (b is None), (text[:i], p)
+            if a is not None:
+                assert np.array_equal(np.asarray(a, np.int64), np.asarray(b, np.int64)), (text[:i], p)
+    # every closing probe answered once (at the first point); the inside ones at every point
+    assert sum(stepped) <= len(closing) + (len(text) + 1) * len(inside)
+    assert sum(stepped) >= (len(text) + 1) * 2
+    inner.rollback(3)
+    fresh = cg.matcher().inner
+    assert fresh.advance_bytes(b'{"a": "' + text[:-3])
+    for p, a in zip(closing + inside, inner.byte_states_after_each(closing + inside)):
+        b = fresh.byte_states_after(p)
+        assert (a is None) == (b is None), p
+        if a is not None:
+            assert np.array_equal(np.asarray(a, np.int64), np.asarray(b, np.int64)), p
+
+
 # keys that llama3 tokens complete whole from between values or inside a value string
 # (``","``, ``""``, ``":"``, ``"."``), nested objects, arrays, escapes and layouts
 _DUP_DOCS = ['{"": 1, ",": "x", ":": [1, {"a": "b", "": 2}], "a": "\\"", "b": {"": ""}, ".": 0}',

@@ -549,6 +549,59 @@ def step_bytes(data, items, set_off, n_sets, front, nfront, fbuf, comp,
 
 
 @njit(cache=True, nogil=True)
+def probe_keys(front, nfront, trans, gacc, gout, data, doff, out, out_off, stop):
+    """What each probe ``data[doff[i]:doff[i + 1]]`` reads of the frontier ``front[:nfront]``:
+    its bytes are taken by the lexers alone (as :func:`step_byte` does while no lexeme
+    completes) up to and including the first byte after which some lexeme may complete, or the
+    last; the lexemes alive then, as distinct ``(lexer state, origin set)`` rows sorted, go to
+    ``out[out_off[i]:out_off[i + 1]]`` and the index of that byte to ``stop[i]``.  The probe's
+    answer follows from those rows and the bytes after ``stop[i]`` alone (with the committed
+    sets the origins name), so two frontiers that agree on them give it the same answer: the
+    states of a string's characters counted so far differ, those after its closing quote do not.
+    An empty probe gets no rows and ``stop[i] = -1``.  Returns 1, or -2 when ``out`` is too small."""
+    o = 0
+    out_off[0] = 0
+    cur = np.empty(nfront, np.int64)
+    nxt = np.empty(nfront, np.int64)
+    for i in range(doff.shape[0] - 1):
+        lo = doff[i]
+        hi = doff[i + 1]
+        stop[i] = -1
+        n = 0
+        for q in range(nfront):
+            cur[n] = np.int64(front[q, 0]) << 32 | np.int64(front[q, 1])
+            n += 1
+        for p in range(lo, hi):
+            b = data[p]
+            m = 0
+            done = p == hi - 1
+            for q in range(n):
+                g2 = trans[cur[q] >> 32, b]
+                if g2 >= 0:
+                    nxt[m] = np.int64(g2) << 32 | (cur[q] & 0xFFFFFFFF)
+                    m += 1
+                    if gacc[g2]:
+                        done = True
+            stop[i] = p - lo
+            if done or m == 0:
+                r = np.sort(nxt[:m])
+                for q in range(m):
+                    if q == 0 or r[q] != r[q - 1]:
+                        if o >= out.shape[0]:
+                            return -2
+                        out[o] = r[q]
+                        o += 1
+                break
+            n = 0
+            for q in range(m):  # carried on, as step_byte keeps them
+                if gout[nxt[q] >> 32]:
+                    cur[n] = nxt[q]
+                    n += 1
+        out_off[i + 1] = o
+    return 1
+
+
+@njit(cache=True, nogil=True)
 def step_each(data, doff, items, set_off, n_sets, front, nfront, fbuf, comp,
               NN, dr_next, dr_lhs, nt_ptr, nt_dr0, nullable, final_dr,
               trans, gacc, gout, gterm, tstart, mark, stampbox, ok, out, out_off):

@@ -269,31 +269,60 @@ class CFGMatcher(Matcher, ByteStateView):
         return np.unique(front[:, 0]).astype(np.int64) if st == 1 else None
 
     def byte_states_after_each(self, probes) -> list:
-        """Answers are kept per frontier and probe, as masks are (the frontier names the
-        committed sets it reads, the same at every point until the chart goes back): a key
-        guard probes the same key openings after every token of a string value."""
+        """Answers are kept per frontier and probe, and under what the probe reads of the
+        frontier (:meth:`_probe_reads`), which holds across frontiers: a key guard probes the same
+        key openings (the end of a string value, a comma, a quote) after every token of a string
+        value, from a lexer state that counts the string's characters, new with each token, and
+        the same after the closing quote.  Both keys name committed sets, the same at every point
+        until the chart goes back."""
         if self._terminated:
             return [None] * len(probes)
-        front = self._front_key()
-        keys = [(front, bytes(p)) for p in probes]
         memo = self._probes
-        got = [memo.get(k, _UNKNOWN) for k in keys]
+        here = self._front_key()
+        probes = [bytes(p) for p in probes]
+        got = [memo.get((here, p), _UNKNOWN) for p in probes]
         todo = [i for i, g in enumerate(got) if g is _UNKNOWN]
-        if todo:
-            new = self._probe_each([keys[i][1] for i in todo])
-            if len(memo) + len(todo) > PROBE_MEMO:
-                memo.clear()
-            for i, st in zip(todo, new):
-                got[i] = memo[keys[i]] = st
+        if not todo:
+            return got
+        reads = self._probe_reads([probes[i] for i in todo])
+        ask: dict = {}   # read -> a probe with it, for those not known yet
+        for i, r in zip(todo, reads):
+            got[i] = memo.get(r, _UNKNOWN)
+            if got[i] is _UNKNOWN and r not in ask:
+                ask[r] = probes[i]
+        new = dict(zip(ask, self._probe_each(list(ask.values())))) if ask else {}
+        if len(memo) + len(new) + len(todo) > PROBE_MEMO:
+            memo.clear()
+        memo.update(new)
+        for i, r in zip(todo, reads):
+            if got[i] is _UNKNOWN:
+                got[i] = new[r]
+            memo[(here, probes[i])] = got[i]
         return got
+
+    def _probe_reads(self, probes) -> list:
+        """Per probe, what its answer reads of the frontier, as a key: the lexemes alive once its
+        first bytes reach a possible lexeme end (:func:`~structgen.cfg.earley.probe_keys`) and the
+        bytes after that; an empty probe reads the frontier itself."""
+        n = len(probes)
+        data, doff = _packed(probes)
+        front = self._front
+        out = np.empty(max(1, n * front.shape[0]), np.int64)
+        off = np.zeros(n + 1, np.int64)
+        stop = np.empty(n, np.int64)
+        tb = self.engine.tables
+        earley.probe_keys(front, front.shape[0], tb.trans, tb.gacc, tb.gout, data, doff, out, off, stop)
+        raw = out.tobytes()
+        offs = off.tolist()
+        stops = stop.tolist()
+        here = self._front_key()
+        return [(raw[8 * offs[i]:8 * offs[i + 1]], p[stops[i] + 1:]) if p else (here, p) for i, p in enumerate(probes)]
 
     def _probe_each(self, probes) -> list:
         n = len(probes)
         if n == 0:
             return []
-        doff = np.zeros(n + 1, np.int64)
-        np.cumsum([len(p) for p in probes], out=doff[1:])
-        data = np.frombuffer(b"".join(probes), np.uint8) if doff[n] else np.zeros(1, np.uint8)
+        data, doff = _packed(probes)
         ok = np.zeros(n, np.uint8)
         out_off = np.zeros(n + 1, np.int64)
         out = np.empty(max(64, 16 * n), np.int64)
@@ -549,6 +578,25 @@ class CFGMatcher(Matcher, ByteStateView):
     def __repr__(self) -> str:
         return (f"CFGMatcher(sets={self._n_sets}, frontier={self._front.shape[0]}, accepting={self._acc}, "
                 f"tokens={self._node.depth})")
+
+
+_PACKED: dict = {}
+
+
+def _packed(probes) -> tuple:
+    """``(data, doff)``: the probes' bytes end to end and their offsets, kept for the last
+    ``PROBE_MEMO`` lists (a key guard asks the same lists of leads and layouts again and again)."""
+    key = tuple(probes)
+    hit = _PACKED.get(key)
+    if hit is None:
+        n = len(key)
+        doff = np.zeros(n + 1, np.int64)
+        np.cumsum([len(p) for p in key], out=doff[1:])
+        data = np.frombuffer(b"".join(key), np.uint8) if doff[n] else np.zeros(1, np.uint8)
+        if len(_PACKED) >= PROBE_MEMO:
+            _PACKED.clear()
+        hit = _PACKED[key] = (data, doff)
+    return hit
 
 
 def _stamped(n: int):
