@@ -659,3 +659,29 @@ def test_live_keys_kernels_take_one_array_flavour(llama3):
     one, koff = live._keys(None, -1, b"k0_alpha")
     assert bytes(one) == b"k0_alpha" and koff.tolist() == [0, 8]
     assert none.dtype == one.dtype and none.flags.writeable == one.flags.writeable is False
+
+
+def test_landing_groups_with_other_key_sets_are_judged_apart(llama3):
+    """Tokens that end a value differently can open keys of different branches: after
+    ``{"r": 1, "s": 2, "t": "x`` the token ``)",`` ends ``t`` as the second branch's value, whose
+    keys are all used (refused), ``.",`` as the first branch's, which still has ``p`` (kept).  The
+    landing check judges each group of tokens from its own key-opening states; sharing one
+    verdict between groups with different states lets ``)",`` through."""
+    def obj(value, extra):
+        props = {"r": {"type": "integer"}, "s": {"type": "integer"}, "t": {"const": value}, **extra}
+        return {"type": "object", "properties": props, "required": ["r", "t"], "additionalProperties": False}
+
+    schema = {"anyOf": [obj("x.", {"p": {"type": "integer"}}), obj("x)", {})]}
+    g = sg.Grammar.from_json_schema(schema, whitespace="flexible", property_order="any", any_order_limit=1)
+    assert g.report.live_keys
+    m = sg.compile(g, llama3, cache=False).matcher()
+    assert m.advance_bytes(b'{"r": 1, "s": 2, "t": "x')
+    words, inner = m.mask_words(), m.inner.mask_words()
+
+    def bit(w, s):
+        t = next(i for i in range(llama3.size) if llama3.token_bytes(i) == s)
+        return int(w[t >> 5] >> (t & 31)) & 1
+
+    assert bit(inner, b')",') == 1 and bit(words, b')",') == 0
+    assert bit(inner, b'.",') == 1 and bit(words, b'.",') == 1
+    assert bit(words, b')"') == 1   # the object may end there

@@ -139,7 +139,7 @@ def prefix_dead(trans, bc, acc, memo, bmask, states, n_states, pref, plen, kdata
     for c in range(nc):
         lvl_keys[0, c] = cand[c]
     lvl_nk[0] = nc
-    lvl_along = np.zeros((depth_max, 256), np.uint8)
+    lvl_along = np.zeros((depth_max, 8), np.uint32)  # the bytes along used keys, as bits
     lvl_next = np.zeros(depth_max, np.int64)
     union = np.zeros(8, np.uint32)
     for j in range(n_states):
@@ -152,14 +152,15 @@ def prefix_dead(trans, bc, acc, memo, bmask, states, n_states, pref, plen, kdata
             entering = False
             length = plen + lvl
             here = False
-            for j in range(256):
-                lvl_along[lvl, j] = 0
+            for w in range(8):
+                lvl_along[lvl, w] = 0
             for c in range(lvl_nk[lvl]):
                 lo, hi = koff[lvl_keys[lvl, c]], koff[lvl_keys[lvl, c] + 1]
                 if hi - lo == length:
                     here = True
                 else:
-                    lvl_along[lvl, kdata[lo + length]] = 1
+                    x = kdata[lo + length]
+                    lvl_along[lvl, x >> 5] |= np.uint32(1) << np.uint32(x & 31)
             for w in range(8):
                 union[w] = 0
             for j in range(lvl_cnt[lvl]):
@@ -171,17 +172,21 @@ def prefix_dead(trans, bc, acc, memo, bmask, states, n_states, pref, plen, kdata
                     union[w] |= row[w]
             if here:  # the quote that closes a used key
                 union[_QUOTE >> 5] &= ~(np.uint32(1) << np.uint32(_QUOTE & 31))
-            for b in range(256):
-                if lvl_along[lvl, b]:
-                    union[b >> 5] &= ~(np.uint32(1) << np.uint32(b & 31))
             for w in range(8):
+                union[w] &= ~lvl_along[lvl, w]
                 if union[w] != 0:
                     return False  # a byte that leaves the used keys
             lvl_next[lvl] = 0
         # the next child along a used key
         b = lvl_next[lvl]
-        while b < 256 and lvl_along[lvl, b] == 0:
-            b += 1
+        while b < 256:
+            x = lvl_along[lvl, b >> 5] >> np.uint32(b & 31)
+            if x == 0:
+                b = (b | 31) + 1   # nothing more in this word
+            elif x & 1:
+                break
+            else:
+                b += 1
         if b >= 256:
             lvl -= 1
             continue
@@ -379,13 +384,14 @@ def landing_table(tdata, toff, toks, mode, fstate):
 
 @njit(cache=True, nogil=True)
 def prune_table(words, ids, kind, poff, klo, khi, tdata, toff, q, qlen, head, root, n_root, kdata, koff, trans, bc,
-                acc, memo, bmask, stack_s, stack_b):
+                acc, memo, bmask, stack_s, stack_b, empty):
     """Clear from ``words`` the allowed tokens of a landing table (:func:`landing_table`) that
     end after the object's comma with every allowed key used, or inside a key at a dead prefix
     (``root``: the states after a key's opening quote; a completed key joins the used keys; from
-    inside a key, ``q[:qlen]`` is its start).  The number cleared."""
+    inside a key, ``q[:qlen]`` is its start).  ``empty[0]``: whether the empty key prefix is dead
+    at ``root`` with the used keys alone (-1 not known yet; set here when found).  The number cleared."""
     one = np.uint32(1)
-    empty_dead = -1
+    empty_dead = empty[0]
     pref = np.empty(256, np.uint8)
     cur = np.empty(max(n_root, 1), np.int64)
     nxt = np.empty(max(n_root, 1), np.int64)
@@ -416,6 +422,7 @@ def prune_table(words, ids, kind, poff, klo, khi, tdata, toff, q, qlen, head, ro
                 dead = prefix_dead(trans, bc, acc, memo, bmask, root, n_root, pref, 0, kd, ko, stack_s, stack_b)
                 if klo[i] < 0:
                     empty_dead = 1 if dead else 0
+                    empty[0] = empty_dead
         else:
             if plen > 255:
                 continue
@@ -448,15 +455,32 @@ def prune_groups(words, ids, kind, poff, klo, khi, sel, goff, roots, roff, tdata
                  trans, bc, acc, memo, bmask, stack_s, stack_b):
     """:func:`prune_table` once per group of a landing table's rows: group ``g`` is the rows
     ``sel[goff[g]:goff[g + 1]]``, judged from the states ``roots[roff[g]:roff[g + 1]]`` (none:
-    skipped).  The number cleared."""
+    skipped).  Groups with the same states (leads that end the value alike) share whether the
+    empty key prefix is dead: with many used keys that search walks all of them.  The number
+    cleared."""
     cleared = 0
-    for g in range(goff.shape[0] - 1):
+    n = goff.shape[0] - 1
+    first = np.empty(n, np.int64)        # the first group with the same states
+    empty = np.full((n, 1), -1, np.int64)
+    for g in range(n):
         a, b = roff[g], roff[g + 1]
+        first[g] = g
+        for h in range(g):
+            if first[h] == h and roff[h + 1] - roff[h] == b - a:
+                same = True
+                for k in range(b - a):
+                    if roots[roff[h] + k] != roots[a + k]:
+                        same = False
+                        break
+                if same:
+                    first[g] = h
+                    break
         if a == b:
             continue
         s = sel[goff[g]:goff[g + 1]]
         cleared += prune_table(words, ids[s], kind[s], poff[s], klo[s], khi[s], tdata, toff, q, qlen, head,
-                               roots[a:b], b - a, kdata, koff, trans, bc, acc, memo, bmask, stack_s, stack_b)
+                               roots[a:b], b - a, kdata, koff, trans, bc, acc, memo, bmask, stack_s, stack_b,
+                               empty[first[g]])
     return cleared
 
 # ----------------------------------------------------------------------------- tables
