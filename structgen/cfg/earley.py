@@ -558,7 +558,7 @@ def probe_keys(front, nfront, trans, gacc, gout, data, doff, out, out_off, stop)
     answer follows from those rows and the bytes after ``stop[i]`` alone (with the committed
     sets the origins name), so two frontiers that agree on them give it the same answer: the
     states of a string's characters counted so far differ, those after its closing quote do not.
-    An empty probe gets no rows and ``stop[i] = -1``.  Returns 1, or -2 when ``out`` is too small."""
+    An empty probe gets no rows and ``stop[i] = -1``.  ``out`` holds ``nfront`` rows per probe."""
     o = 0
     out_off[0] = 0
     cur = np.empty(nfront, np.int64)
@@ -567,10 +567,9 @@ def probe_keys(front, nfront, trans, gacc, gout, data, doff, out, out_off, stop)
         lo = doff[i]
         hi = doff[i + 1]
         stop[i] = -1
-        n = 0
         for q in range(nfront):
-            cur[n] = np.int64(front[q, 0]) << 32 | np.int64(front[q, 1])
-            n += 1
+            cur[q] = np.int64(front[q, 0]) << 32 | np.int64(front[q, 1])
+        n = nfront
         for p in range(lo, hi):
             b = data[p]
             m = 0
@@ -587,8 +586,6 @@ def probe_keys(front, nfront, trans, gacc, gout, data, doff, out, out_off, stop)
                 r = np.sort(nxt[:m])
                 for q in range(m):
                     if q == 0 or r[q] != r[q - 1]:
-                        if o >= out.shape[0]:
-                            return -2
                         out[o] = r[q]
                         o += 1
                 break
@@ -598,7 +595,6 @@ def probe_keys(front, nfront, trans, gacc, gout, data, doff, out, out_off, stop)
                     cur[n] = nxt[q]
                     n += 1
         out_off[i + 1] = o
-    return 1
 
 
 @njit(cache=True, nogil=True)

@@ -284,7 +284,7 @@ class CFGMatcher(Matcher, ByteStateView):
         todo = [i for i, g in enumerate(got) if g is _UNKNOWN]
         if not todo:
             return got
-        reads = self._probe_reads([probes[i] for i in todo])
+        reads = self._probe_reads([probes[i] for i in todo], here)
         ask: dict = {}   # read -> a probe with it, for those not known yet
         for i, r in zip(todo, reads):
             got[i] = memo.get(r, _UNKNOWN)
@@ -300,10 +300,10 @@ class CFGMatcher(Matcher, ByteStateView):
             memo[(here, probes[i])] = got[i]
         return got
 
-    def _probe_reads(self, probes) -> list:
+    def _probe_reads(self, probes, here: bytes) -> list:
         """Per probe, what its answer reads of the frontier, as a key: the lexemes alive once its
         first bytes reach a possible lexeme end (:func:`~structgen.cfg.earley.probe_keys`) and the
-        bytes after that; an empty probe reads the frontier itself."""
+        bytes after that; an empty probe reads the frontier itself (``here``, its key)."""
         n = len(probes)
         data, doff = _packed(probes)
         front = self._front
@@ -315,7 +315,6 @@ class CFGMatcher(Matcher, ByteStateView):
         raw = out.tobytes()
         offs = off.tolist()
         stops = stop.tolist()
-        here = self._front_key()
         return [(raw[8 * offs[i]:8 * offs[i + 1]], p[stops[i] + 1:]) if p else (here, p) for i, p in enumerate(probes)]
 
     def _probe_each(self, probes) -> list:
