@@ -108,8 +108,12 @@ def test_recursion_and_facts():
     assert read_schema({"properties": {"a": {}}}).facts.free_form
     assert read_schema({"type": "array", "uniqueItems": True}).facts.free_form  # as measured: any `true`
     assert not read_schema({"enum": [{}], "default": {}}).facts.free_form       # data is not a schema
-    assert read_schema({"allOf": [{"type": "string"}]}).facts.intersects_objects
-    assert read_schema({"$ref": "#/$defs/a", "type": "object", "$defs": {"a": {}}}).facts.intersects_objects
+    # intersecting: two or more conjuncts constrain members (one alone merges into its own order)
+    assert not read_schema({"allOf": [{"type": "string"}]}).facts.intersects_objects
+    assert read_schema({"allOf": [{"type": "string"}, {"required": ["a"]}, {"maxItems": 2}]}).facts.intersects_objects
+    assert not read_schema({"$ref": "#/$defs/a", "type": "object", "$defs": {"a": {}}}).facts.intersects_objects
+    assert read_schema({"$ref": "#/$defs/a", "required": ["b"], "$defs": {"a": {}}}).facts.intersects_objects
+    assert read_schema({"dependentRequired": {"a": ["b"]}}).facts.intersects_objects
     assert read_schema({"properties": {"allOf": {"type": "string"}}}).facts.intersects_objects is False
 
 

@@ -153,6 +153,8 @@ class Builder:
         self.e_parts: list = []  # (src, dst)
         self.e_src: list = []    # pending single epsilon edges
         self.e_dst: list = []
+        self.l_src: list = []    # pending byte transitions l_src[i] -> l_src[i] + 1 on byte l_byte[i]
+        self.l_byte: list = []
         self.mask_ids: dict = {}  # 32-byte mask -> set id
         self.mask_list: list = []
         self.byte_ids = np.full(256, -1, np.int32)  # set id of each single-byte mask
@@ -196,6 +198,11 @@ class Builder:
             self.e_parts.append((np.array(self.e_src, np.int32), np.array(self.e_dst, np.int32)))
             self.e_src = []
             self.e_dst = []
+        if self.l_src:
+            src = np.array(self.l_src, np.int32)
+            self.t_parts.append((src, src + 1, self._byte_ids(np.array(self.l_byte, np.uint8))))
+            self.l_src = []
+            self.l_byte = []
 
     def _add_fragment(self, f: Fragment):
         base = self._alloc(f.n)
@@ -206,10 +213,12 @@ class Builder:
         return base + f.start, base + f.end
 
     def _literal(self, data: bytes):
+        # kept in Python lists until the next flush: a key or an escape is a few bytes, and
+        # numpy's per-call cost was most of the time of schemas with hundreds of them
         k = len(data)
         base = self._alloc(k + 1)
-        src = np.arange(base, base + k, dtype=np.int32)
-        self.t_parts.append((src, src + 1, self._byte_ids(np.frombuffer(data, np.uint8))))
+        self.l_src.extend(range(base, base + k))
+        self.l_byte.extend(data)
         return base, base + k
 
     # -- the IR walk
@@ -289,7 +298,14 @@ class Builder:
         return s, e
 
     def _literal_branches(self, texts, s, e):
-        """Many literal alternatives (enums, keyword lists) as byte chains, vectorised."""
+        """Literal alternatives (enums, keyword lists, a character's escapes) as byte chains,
+        vectorised when there are many."""
+        if len(texts) <= _FEW_BRANCHES:
+            for t in texts:
+                a, b = self._literal(t.encode("utf-8"))
+                self._eps(s, a)
+                self._eps(b, e)
+            return
         data = [t.encode("utf-8") for t in texts]
         lens = np.fromiter(map(len, data), np.int64, len(data))
         base = self._alloc(int(lens.sum()) + len(data))
@@ -386,6 +402,9 @@ class Builder:
             np.concatenate([p[0] for p in ep]).astype(np.int32) if ep else _EMPTY_I32,
             np.concatenate([p[1] for p in ep]).astype(np.int32) if ep else _EMPTY_I32,
         )
+
+
+_FEW_BRANCHES = 32  # literal alternatives built in Python below this many (numpy's fixed cost)
 
 
 @lru_cache(maxsize=1024)

@@ -26,15 +26,32 @@ from urllib.parse import urldefrag, urljoin
 
 from structgen.errors import SchemaError, StructgenError, Unsupported
 
-from .keywords import (DATA_KEYWORDS, LATER_KEYWORDS, SCHEMA_LISTS, SCHEMA_MAPS, SCHEMA_VALUES,
-                       TRIVIAL_KEYWORDS)
+from .keywords import (APPLICATORS, ARRAY_KEYWORDS, DATA_KEYWORDS, LATER_KEYWORDS, OBJECT_KEYWORDS,
+                       SCHEMA_LISTS, SCHEMA_MAPS, SCHEMA_VALUES, TRIVIAL_KEYWORDS)
 
 _DRAFT_RE = re.compile(r"draft-0[3-7]")
 #: keywords that intersect object languages (see :mod:`.select`)
-_INTERSECTING = ("allOf", "dependentRequired", "dependentSchemas", "dependencies")
+_INTERSECTING = ("dependentRequired", "dependentSchemas", "dependencies")
 _REF_SIBLINGS = ("properties", "required", "additionalProperties", "items", "type")
+#: what makes one conjunct of an ``allOf`` / ``$ref`` constrain object or array members (or
+#: possibly: a ``$ref``, a combinator); ``type`` and annotations do not
+_SHAPING = (OBJECT_KEYWORDS | ARRAY_KEYWORDS | APPLICATORS | {"$ref"}) - {"type"}
 _FREE_KEYS = frozenset({"type", "additionalProperties", "title", "description", "default", "examples",
                         "$comment"})
+
+
+def _conjuncts_shaping(node: dict) -> int:
+    """How many conjuncts of ``node`` -- its own keywords, each ``allOf`` member, its ``$ref``
+    target -- constrain object or array members.  With one, intersecting is merging into that
+    one's declared order, which the grammar engine does exactly (and faster: a conjunct holding
+    only ``type`` beside an ``allOf`` made the DFA attempt intersect with every object)."""
+    n = int(any(k in _SHAPING for k in node if k not in ("allOf", "$ref")))
+    if "$ref" in node:
+        n += 1
+    members = node.get("allOf")
+    if isinstance(members, list):
+        n += sum(1 for x in members if x is False or (isinstance(x, dict) and any(k in _SHAPING for k in x)))
+    return n
 
 
 def _open_object(node: dict) -> bool:
@@ -301,8 +318,9 @@ class Facts:
     extra members may hold any value (the DFA bounds their nesting depth, the grammar engine does
     not); any ``true`` counts, ``uniqueItems: true`` included, as when the engine budgets were
     measured.  ``intersects_objects``: some sub-schema
-    uses ``allOf``, ``dependentRequired`` / ``dependentSchemas`` / ``dependencies``, or ``$ref``
-    beside object / array keywords or ``type``."""
+    uses ``dependentRequired`` / ``dependentSchemas`` / ``dependencies``, or ``allOf`` or ``$ref``
+    beside object / array keywords or ``type`` where two or more conjuncts constrain object or
+    array members."""
 
     size: int = 0
     free_form: bool = False
@@ -362,7 +380,8 @@ class SchemaDocument:
                 facts.free_form = True
             if not facts.intersects_objects and (
                     any(k in node for k in _INTERSECTING)
-                    or ("$ref" in node and any(k in node for k in _REF_SIBLINGS))):
+                    or (("allOf" in node or ("$ref" in node and any(k in node for k in _REF_SIBLINGS)))
+                        and _conjuncts_shaping(node) >= 2)):
                 facts.intersects_objects = True
         if schema:
             base = self._index(node, base)
