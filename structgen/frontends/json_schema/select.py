@@ -9,8 +9,9 @@ and both compilers work from the same :class:`.reader.SchemaDocument`.
    ``SMALL_SCHEMA`` objects in the document, no free-form value -- the DFA bounds their depth,
    and an object open to extra members has them -- and a DFA of at most ``SMALL_MAX_STATES``
    states: the cheapest masks, a row lookup, and it can live on the accelerator), or, in declared
-   property order, when it *intersects object languages* (``allOf``, ``$ref`` with sibling
-   keywords, ``dependentRequired`` / ``dependentSchemas`` / ``dependencies``), has at most
+   property order, when it *intersects object languages* (``allOf`` or ``$ref`` with sibling
+   keywords where two or more conjuncts constrain members, ``dependentRequired`` /
+   ``dependentSchemas`` / ``dependencies``), has at most
    ``INTERSECT_SMALL`` objects in the document and its DFA fits ``dfa_max_states`` states:
    automaton intersection keeps those keywords independent of key order, where the grammar must
    merge them into one declared order (in any order the grammar is as exact);
