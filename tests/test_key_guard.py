@@ -159,9 +159,14 @@ def test_probe_answers_are_shared_inside_a_string_value(llama3, monkeypatch):
 
     monkeypatch.setattr(earley, "step_each", counting)
     text = b"hello world!"
+    lead_keys = set()
     for i in range(len(text) + 1):
         if i:
             assert inner.advance_bytes(text[i - 1:i])
+        # the closing leads read the same of every point (one key); a lead that may stay inside
+        # the string has none, until the string is full (then it reads that it dies)
+        lead_keys.add(inner.leads_key(closing))
+        assert (inner.leads_key(closing + [b"x"]) is None) == (i < len(text))
         got = inner.byte_states_after_each(closing + inside)
         fresh = cg.matcher().inner
         assert fresh.advance_bytes(b'{"a": "' + text[:i])
@@ -170,6 +175,7 @@ def test_probe_answers_are_shared_inside_a_string_value(llama3, monkeypatch):
             assert (a is None) == (b is None), (text[:i], p)
             if a is not None:
                 assert np.array_equal(np.asarray(a, np.int64), np.asarray(b, np.int64)), (text[:i], p)
+    assert len(lead_keys) == 1 and None not in lead_keys
     # every closing probe answered once (at the first point); the inside ones at every point
     assert sum(stepped) <= len(closing) + (len(text) + 1) * len(inside)
     assert sum(stepped) >= (len(text) + 1) * 2

@@ -430,8 +430,9 @@ class _Counting(dict):
 
 
 def test_live_keys_memos_change_no_mask(llama3):
-    """The landing checks' verdicts and the grammar's key-opening probes are kept (they repeat
-    after every token of a string value); masks with both memos equal masks recomputed each
+    """The landing checks' verdicts (under the key-opening states, and under the leads' keys) and
+    the grammar's key-opening probes are kept (they repeat after every token of a string value);
+    masks with the memos equal masks recomputed each
     time, at every token of instances that use every key, also after rolling back into an
     object and going on with other keys.  Dropping the used keys from the verdicts' key makes
     this test fail."""
@@ -449,8 +450,10 @@ def test_live_keys_memos_change_no_mask(llama3):
         docs.append(json.dumps({k: ("value of " + k + " " * rng.randrange(3)) * 2 for k in keys}))
     m, blind = cg.matcher(), cg.matcher()
     m._live._verdicts = verdicts = _Counting()
+    m._live._lead_verdicts = by_leads = _Counting()
     m.inner._probes = probes = _Counting()
     blind._live._verdicts = _Forgetful()
+    blind._live._lead_verdicts = _Forgetful()
     blind.inner._probes = _Forgetful()
     for doc, other in zip(docs, docs[1:] + docs[:1]):
         m.reset()
@@ -467,7 +470,8 @@ def test_live_keys_memos_change_no_mask(llama3):
                 assert blind.advance(t)
             m.rollback(m.accepted_tokens() - len(head))
             blind.rollback(blind.accepted_tokens() - len(head))
-    assert verdicts.hits > 100 and probes.hits > 100, (verdicts.hits, probes.hits)  # the memos were used
+    # the memos were used (the leads' keys answer first where they can)
+    assert verdicts.hits > 10 and probes.hits > 100 and by_leads.hits > 100, (verdicts.hits, probes.hits, by_leads.hits)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -685,3 +689,36 @@ def test_landing_groups_with_other_key_sets_are_judged_apart(llama3):
     assert bit(inner, b')",') == 1 and bit(words, b')",') == 0
     assert bit(inner, b'.",') == 1 and bit(words, b'.",') == 1
     assert bit(words, b')"') == 1   # the object may end there
+
+
+def test_verdicts_under_lead_keys_end_at_a_rollback(llama3):
+    """A landing verdict kept under the leads' keys names the grammar's history (the set where
+    the string value began): after ``{"a": {"x1": 1, "s": "...`` (keys ``s``, ``x1``: ``", "x``
+    opens only used keys) and a rollback to ``{"`` then ``b": {"x1": 1, "s": "...`` (keys ``s``,
+    ``x1``, ``x2``), the string is the same terminal begun at the same set, so the leads' keys
+    are equal while the verdicts differ.  Masks equal a fresh matcher's at every point; keeping
+    those verdicts through the rollback makes 18 of them differ (checked)."""
+    def obj(more):
+        props = {"s": {"type": "string"}, **{k: {"type": "integer"} for k in more}}
+        return {"type": "object", "properties": props, "required": ["s"], "additionalProperties": False}
+
+    schema = {"type": "object", "properties": {"a": obj(("x1",)), "b": obj(("x1", "x2"))},
+              "additionalProperties": False}
+    g = sg.Grammar.from_json_schema(schema, whitespace="flexible", property_order="any", any_order_limit=1)
+    assert g.report.live_keys
+    cg = sg.compile(g, llama3, cache=False)
+    m = cg.matcher()
+    m._live._lead_verdicts = by_leads = _Counting()
+    head = llama3.encode('{"')
+    for t in head:
+        assert m.advance(t)
+    for key in ("a", "b", "a", "b"):
+        text = b'{"'
+        for t in llama3.encode(key + '": {"x1": 1, "s": "a string value of many tokens, with commas'):
+            fresh = cg.matcher()
+            assert fresh.advance_bytes(text)
+            assert np.array_equal(m.mask_words(), fresh.mask_words()), (key, text)
+            assert m.advance(t)
+            text += llama3.token_bytes(t)
+        m.rollback(m.accepted_tokens() - len(head))
+    assert by_leads.hits > 10, by_leads.hits

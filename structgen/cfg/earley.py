@@ -549,7 +549,7 @@ def step_bytes(data, items, set_off, n_sets, front, nfront, fbuf, comp,
 
 
 @njit(cache=True, nogil=True)
-def probe_keys(front, nfront, trans, gacc, gout, data, doff, out, out_off, stop):
+def probe_keys(front, nfront, trans, gacc, gout, data, doff, out, out_off, stop, ended):
     """What each probe ``data[doff[i]:doff[i + 1]]`` reads of the frontier ``front[:nfront]``:
     its bytes are taken by the lexers alone (as :func:`step_byte` does while no lexeme
     completes) up to and including the first byte after which some lexeme may complete, or the
@@ -558,7 +558,10 @@ def probe_keys(front, nfront, trans, gacc, gout, data, doff, out, out_off, stop)
     answer follows from those rows and the bytes after ``stop[i]`` alone (with the committed
     sets the origins name), so two frontiers that agree on them give it the same answer: the
     states of a string's characters counted so far differ, those after its closing quote do not.
-    An empty probe gets no rows and ``stop[i] = -1``.  ``out`` holds ``nfront`` rows per probe."""
+    ``ended[i]`` is 1 when that byte is one after which a lexeme may complete, or no lexeme is
+    alive after it: then the rows and the bytes after ``stop[i]`` also determine the answer of
+    every longer probe that starts with this one (0: the probe ran out first).  An empty probe
+    gets no rows, ``stop[i] = -1`` and ``ended[i] = 0``.  ``out`` holds ``nfront`` rows per probe."""
     o = 0
     out_off[0] = 0
     cur = np.empty(nfront, np.int64)
@@ -567,22 +570,24 @@ def probe_keys(front, nfront, trans, gacc, gout, data, doff, out, out_off, stop)
         lo = doff[i]
         hi = doff[i + 1]
         stop[i] = -1
+        ended[i] = 0
         for q in range(nfront):
             cur[q] = np.int64(front[q, 0]) << 32 | np.int64(front[q, 1])
         n = nfront
         for p in range(lo, hi):
             b = data[p]
             m = 0
-            done = p == hi - 1
+            lexeme_end = False
             for q in range(n):
                 g2 = trans[cur[q] >> 32, b]
                 if g2 >= 0:
                     nxt[m] = np.int64(g2) << 32 | (cur[q] & 0xFFFFFFFF)
                     m += 1
                     if gacc[g2]:
-                        done = True
+                        lexeme_end = True
             stop[i] = p - lo
-            if done or m == 0:
+            if lexeme_end or m == 0 or p == hi - 1:
+                ended[i] = 1 if lexeme_end or m == 0 else 0
                 r = np.sort(nxt[:m])
                 for q in range(m):
                     if q == 0 or r[q] != r[q - 1]:

@@ -300,22 +300,42 @@ class CFGMatcher(Matcher, ByteStateView):
             memo[(here, probes[i])] = got[i]
         return got
 
+    def leads_key(self, leads):
+        """What every probe starting with one of ``leads`` reads of the frontier, as one key: per
+        lead the lexemes alive once it reaches a possible lexeme end, and where that is (the
+        frontier itself for an empty lead); None when a lead runs out first.  The key names
+        committed sets: it holds until a rollback."""
+        if self._terminated:
+            return None
+        out, off, stop, ended, doff = self._reads(leads)
+        empty = doff[1:] == doff[:-1]
+        if not np.all((ended != 0) | empty):
+            return None
+        key = out[:off[-1]].tobytes() + off.tobytes() + stop.tobytes()
+        return key + self._front_key() if empty.any() else key
+
     def _probe_reads(self, probes, here: bytes) -> list:
         """Per probe, what its answer reads of the frontier, as a key: the lexemes alive once its
         first bytes reach a possible lexeme end (:func:`~structgen.cfg.earley.probe_keys`) and the
         bytes after that; an empty probe reads the frontier itself (``here``, its key)."""
+        out, off, stop, _, _ = self._reads(probes)
+        raw = out.tobytes()
+        offs = off.tolist()
+        stops = stop.tolist()
+        return [(raw[8 * offs[i]:8 * offs[i + 1]], p[stops[i] + 1:]) if p else (here, p) for i, p in enumerate(probes)]
+
+    def _reads(self, probes) -> tuple:
+        """``probe_keys`` over ``probes``: ``(rows, row offsets, stops, ended, probe offsets)``."""
         n = len(probes)
         data, doff = _packed(probes)
         front = self._front
         out = np.empty(max(1, n * front.shape[0]), np.int64)
         off = np.zeros(n + 1, np.int64)
         stop = np.empty(n, np.int64)
+        ended = np.empty(n, np.uint8)
         tb = self.engine.tables
-        earley.probe_keys(front, front.shape[0], tb.trans, tb.gacc, tb.gout, data, doff, out, off, stop)
-        raw = out.tobytes()
-        offs = off.tolist()
-        stops = stop.tolist()
-        return [(raw[8 * offs[i]:8 * offs[i + 1]], p[stops[i] + 1:]) if p else (here, p) for i, p in enumerate(probes)]
+        earley.probe_keys(front, front.shape[0], tb.trans, tb.gacc, tb.gout, data, doff, out, off, stop, ended)
+        return out, off, stop, ended, doff
 
     def _probe_each(self, probes) -> list:
         n = len(probes)

@@ -6,7 +6,7 @@ protocol), the regular matcher :class:`TokenDFAMatcher` (:mod:`.matcher`), the h
 tree behind rollback/fork/snapshot (:mod:`.history`), :func:`fill_bitmasks` and the row
 writers (:mod:`.batch`), the argument checks of token ids and bitmasks (:mod:`.checks`),
 forced-text tokenization (:mod:`.tokenize`) and the JSON key guard (:mod:`.key_guard`,
-with :mod:`.json_tracker` and :mod:`.key_liveness`).
+with :mod:`.json_tracker`, :mod:`.key_liveness` and :mod:`.dead_keys`).
 
 May import: ``errors``, ``kernels``, ``vocab``, ``automaton``, ``index`` (and numpy,
 numba, torch).  Never ``cfg``, ``frontends``, ``decoding`` or anything above them: the

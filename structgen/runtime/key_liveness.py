@@ -10,7 +10,7 @@ The check, for a key prefix ``P`` in the innermost object with used keys ``U``: 
 when every key the grammar allows after ``P`` is in ``U``.  The grammar is seen as a set of byte
 automaton states at ``P`` -- the grammar engine's lexer states inside key lexemes, or the state
 of a regular DFA, asked of the inner matcher through
-:class:`~structgen.runtime.protocol.ByteStateView` -- and :func:`prefix_dead` searches the trie of the used keys below ``P``: a state
+:class:`~structgen.runtime.protocol.ByteStateView` -- and :func:`~.dead_keys.prefix_dead` searches the trie of the used keys below ``P``: a state
 that steps on a byte leaving the trie (other than the quote closing a used key), that may end a
 lexeme, or that reaches a cycle without a quote (infinitely many keys) makes ``P`` live.  Sound by
 construction: a refused token has no valid continuation; a byte the search cannot judge (an
@@ -21,7 +21,7 @@ whether ``advance`` takes the token): tokens without any of ``\\ { } [ ]``, fed 
 in progress, that end inside a key or after a comma of the innermost object, having completed at
 most one key of it on the way, where the object then holds a key.  Inside a key, those that go on
 with it along a used key are found by walking the token trie along the used keys
-(:func:`prune_in_key`); the others are listed once per vocabulary by where they start
+(:func:`~.dead_keys.prune_in_key`); the others are listed once per vocabulary by where they start
 (:func:`landing_table`: what a token without those bytes does depends only on the mode it starts
 in) and checked by :func:`prune_table`, each from the automaton states right after the new key's
 opening quote that its own bytes reach (one byte probe of the grammar per distinct lead, the bytes
@@ -33,284 +33,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .dead_keys import QUOTE, cycle_memo, key_has, prefix_dead, prune_in_key, step_states
 from .json_tracker import DEPTH, ESC, HIGH, KEY_STR, KLEN, MODE, NKEYS, OBJ, OK, STRUCT, VALUE_STR, Tracker, \
     feed, probe_buffers, start_in_object
 
-_QUOTE = 0x22
 _UNCHECKED = frozenset(b"\\{}[]")  # a token with one of these bytes is never checked
 
 
-# ----------------------------------------------------------------------------- kernels
-@njit(cache=True, nogil=True)
-def reaches_cycle(trans, bc, memo, s0, stack_s, stack_b):
-    """1 when from state ``s0`` a path of non-quote bytes reaches a cycle (infinitely many key
-    continuations), else 0.  ``memo`` (int8 per state: -1 unknown, -2 on the DFS stack, 0 / 1)
-    keeps every answer the DFS finds; ``stack_*``: scratch of at least the number of states."""
-    if memo[s0] >= 0:
-        return memo[s0]
-    top = 0
-    stack_s[0] = s0
-    stack_b[0] = 0
-    memo[s0] = -2
-    found = 0
-    while top >= 0:
-        s = stack_s[top]
-        b = stack_b[top]
-        pushed = False
-        while b < 256 and found == 0:
-            if b != _QUOTE:
-                t = trans[s, bc[b]]
-                if t >= 0:
-                    m = memo[t]
-                    if m == 1 or m == -2:  # known infinite, or a cycle back into the stack
-                        found = 1
-                    elif m == -1:
-                        stack_b[top] = b + 1
-                        top += 1
-                        stack_s[top] = t
-                        stack_b[top] = 0
-                        memo[t] = -2
-                        pushed = True
-                        break
-            b += 1
-        if pushed:
-            continue
-        memo[s] = found  # found stays 1 on the way up: every node below reaches the cycle
-        top -= 1
-    return memo[s0]
-
-
-@njit(cache=True, nogil=True)
-def _live_state(trans, bc, acc, memo, s, stack_s, stack_b):
-    return acc[s] != 0 or reaches_cycle(trans, bc, memo, s, stack_s, stack_b) == 1
-
-
-@njit(cache=True, nogil=True)
-def _byte_mask(trans, bc, bmask, s):
-    """The bytes state ``s`` steps on, as 8 uint32 words (``bmask[s]``, computed once; word 8 of
-    a row says it is done)."""
-    if bmask[s, 8] == 0:
-        for b in range(256):
-            if trans[s, bc[b]] >= 0:
-                bmask[s, b >> 5] |= np.uint32(1) << np.uint32(b & 31)
-        bmask[s, 8] = 1
-    return bmask[s]
-
-
-@njit(cache=True, nogil=True)
-def _key_has(kdata, koff, i, at, src, src_lo, n):
-    """Whether used key ``i`` has the ``n`` bytes ``src[src_lo:src_lo + n]`` at offset ``at``."""
-    lo = koff[i]
-    if koff[i + 1] - lo < at + n:
-        return False
-    for j in range(n):
-        if kdata[lo + at + j] != src[src_lo + j]:
-            return False
-    return True
-
-
-@njit(cache=True, nogil=True)
-def prefix_dead(trans, bc, acc, memo, bmask, states, n_states, pref, plen, kdata, koff, stack_s, stack_b):
-    """True when every key the automaton allows after the key prefix ``pref[:plen]`` (its
-    states: ``states[:n_states]``) is one of the used keys (``kdata[koff[i]:koff[i + 1]]``).
-    Keys that do not extend the prefix play no part; a prefix of no used key is live."""
-    for j in range(n_states):  # the common case first: a state with infinitely many keys
-        if _live_state(trans, bc, acc, memo, states[j], stack_s, stack_b):
-            return False
-    nk = koff.shape[0] - 1
-    cand = np.empty(nk, np.int64)
-    nc = 0
-    longest = 0
-    for i in range(nk):
-        if _key_has(kdata, koff, i, 0, pref, 0, plen):
-            cand[nc] = i
-            nc += 1
-            longest = max(longest, koff[i + 1] - koff[i])
-    if nc == 0 or n_states == 0:
-        return False
-    depth_max = longest - plen + 1
-    width = n_states
-    lvl_states = np.empty((depth_max, width), np.int64)
-    lvl_cnt = np.zeros(depth_max, np.int64)
-    # the used keys along the path at each level (those of the level above with the byte taken):
-    # a node costs its own keys, not every key times the path's length
-    lvl_keys = np.empty((depth_max, nc), np.int64)
-    lvl_nk = np.zeros(depth_max, np.int64)
-    for c in range(nc):
-        lvl_keys[0, c] = cand[c]
-    lvl_nk[0] = nc
-    lvl_along = np.zeros((depth_max, 8), np.uint32)  # the bytes along used keys, as bits
-    lvl_next = np.zeros(depth_max, np.int64)
-    union = np.zeros(8, np.uint32)
-    for j in range(n_states):
-        lvl_states[0, j] = states[j]
-    lvl_cnt[0] = n_states
-    lvl = 0
-    entering = True
-    while lvl >= 0:
-        if entering:
-            entering = False
-            length = plen + lvl
-            here = False
-            for w in range(8):
-                lvl_along[lvl, w] = 0
-            for c in range(lvl_nk[lvl]):
-                lo, hi = koff[lvl_keys[lvl, c]], koff[lvl_keys[lvl, c] + 1]
-                if hi - lo == length:
-                    here = True
-                else:
-                    x = kdata[lo + length]
-                    lvl_along[lvl, x >> 5] |= np.uint32(1) << np.uint32(x & 31)
-            for w in range(8):
-                union[w] = 0
-            for j in range(lvl_cnt[lvl]):
-                s = lvl_states[lvl, j]
-                if _live_state(trans, bc, acc, memo, s, stack_s, stack_b):
-                    return False
-                row = _byte_mask(trans, bc, bmask, s)
-                for w in range(8):
-                    union[w] |= row[w]
-            if here:  # the quote that closes a used key
-                union[_QUOTE >> 5] &= ~(np.uint32(1) << np.uint32(_QUOTE & 31))
-            for w in range(8):
-                union[w] &= ~lvl_along[lvl, w]
-                if union[w] != 0:
-                    return False  # a byte that leaves the used keys
-            lvl_next[lvl] = 0
-        # the next child along a used key
-        b = lvl_next[lvl]
-        while b < 256:
-            x = lvl_along[lvl, b >> 5] >> np.uint32(b & 31)
-            if x == 0:
-                b = (b | 31) + 1   # nothing more in this word
-            elif x & 1:
-                break
-            else:
-                b += 1
-        if b >= 256:
-            lvl -= 1
-            continue
-        lvl_next[lvl] = b + 1
-        n2 = 0
-        for j in range(lvl_cnt[lvl]):
-            t = trans[lvl_states[lvl, j], bc[b]]
-            if t >= 0:
-                dup = False
-                for k in range(n2):
-                    if lvl_states[lvl + 1, k] == t:
-                        dup = True
-                        break
-                if not dup:
-                    lvl_states[lvl + 1, n2] = t
-                    n2 += 1
-        if n2 == 0:
-            continue
-        lvl_cnt[lvl + 1] = n2
-        at = plen + lvl
-        m = 0
-        for c in range(lvl_nk[lvl]):
-            i = lvl_keys[lvl, c]
-            if koff[i + 1] - koff[i] > at and kdata[koff[i] + at] == b:
-                lvl_keys[lvl + 1, m] = i
-                m += 1
-        lvl_nk[lvl + 1] = m
-        lvl += 1
-        entering = True
-    return True
-
-
-@njit(cache=True, nogil=True)
-def _step_states(trans, bc, src, n, b, dst):
-    m = 0
-    for j in range(n):
-        t = trans[src[j], bc[b]]
-        if t >= 0:
-            dup = False
-            for k in range(m):
-                if dst[k] == t:
-                    dup = True
-                    break
-            if not dup:
-                dst[m] = t
-                m += 1
-    return m
-
-
-@njit(cache=True, nogil=True)
-def prune_in_key(words, states, n_states, q, qlen, kdata, koff, node_byte, node_end, tok_ptr, tok_ids, unchecked,
-                 trans, bc, acc, memo, bmask, stack_s, stack_b):
-    """Inside a key whose bytes so far are ``q[:qlen]`` (automaton states ``states``): clear
-    from ``words`` the allowed tokens that extend it to a dead prefix along a used key (walking
-    the token trie -- ``node_*``, ``tok_*`` -- along each used key that extends ``q``).  The
-    number of bits cleared."""
-    nk = koff.shape[0] - 1
-    one = np.uint32(1)
-    longest = 0
-    for i in range(nk):
-        longest = max(longest, koff[i + 1] - koff[i])
-    if longest <= qlen:
-        return 0  # no used key extends the key in progress
-    pref = np.empty(longest + 1, np.uint8)
-    for j in range(qlen):
-        pref[j] = q[j]
-    cur = np.empty((longest + 2, max(n_states, 1)), np.int64)
-    cleared = 0
-    prev = -1
-    for i in range(nk):
-        lo, hi = koff[i], koff[i + 1]
-        if hi - lo <= qlen or not _key_has(kdata, koff, i, 0, q, 0, qlen):
-            continue
-        # bytes shared with the previous such key were checked with it (keys are sorted)
-        shared = qlen
-        if prev >= 0:
-            plo, phi = koff[prev], koff[prev + 1]
-            while shared < hi - lo and shared < phi - plo and kdata[lo + shared] == kdata[plo + shared]:
-                shared += 1
-        prev = i
-        for j in range(n_states):
-            cur[0, j] = states[j]
-        ncur = n_states
-        node = 0
-        for j in range(qlen, hi - lo):
-            b = kdata[lo + j]
-            if b == _QUOTE or b == 0x5C:
-                break  # written escaped: no raw token goes on along it
-            c = node + 1
-            found = -1
-            while c < node_end[node]:
-                if node_byte[c] == b:
-                    found = c
-                    break
-                c = node_end[c]
-            if found < 0:
-                break
-            node = found
-            k = j - qlen
-            ncur = _step_states(trans, bc, cur[k], ncur, b, cur[k + 1])
-            if ncur == 0:
-                break
-            pref[j] = b
-            if j < shared:
-                continue
-            live_toks = False
-            for p in range(tok_ptr[node], tok_ptr[node + 1]):
-                t = tok_ids[p]
-                if unchecked[t] == 0 and words[t >> 5] & (one << np.uint32(t & 31)) != 0:
-                    live_toks = True
-                    break
-            if not live_toks:
-                continue
-            if prefix_dead(trans, bc, acc, memo, bmask, cur[k + 1], ncur, pref, j + 1, kdata, koff, stack_s, stack_b):
-                for p in range(tok_ptr[node], tok_ptr[node + 1]):
-                    t = tok_ids[p]
-                    w = t >> 5
-                    bit = one << np.uint32(t & 31)
-                    if unchecked[t] == 0 and words[w] & bit != 0:
-                        words[w] = words[w] & ~bit
-                        cleared += 1
-    return cleared
-
-
+# ----------------------------------------------------------------------------- landing tables
 @njit(cache=True, nogil=True)
 def _with_key(kdata, koff, kp_data, lo, n):
     """The keys ``kdata``/``koff`` plus ``kp_data[lo:lo + n]``."""
@@ -361,7 +91,7 @@ def landing_table(tdata, toff, toks, mode, fstate):
         if mode == KEY_STR and hdr[NKEYS] == 0:
             continue  # still the same key: the key pieces (prune_in_key)
         q = hi - 1
-        while q >= lo and tdata[q] != _QUOTE:
+        while q >= lo and tdata[q] != QUOTE:
             q -= 1
         poff[m] = q + 1 - lo if kind[m] == 1 else hi - lo
         klo[m] = -1
@@ -369,11 +99,11 @@ def landing_table(tdata, toff, toks, mode, fstate):
         if hdr[NKEYS] == 1:  # the completed key: before the first quote (from inside a key),
             a = lo           # else between the first two quotes
             if mode != KEY_STR:
-                while tdata[a] != _QUOTE:
+                while tdata[a] != QUOTE:
                     a += 1
                 a += 1
             b = a
-            while tdata[b] != _QUOTE:
+            while tdata[b] != QUOTE:
                 b += 1
             klo[m] = a - lo
             khi[m] = b - lo
@@ -428,7 +158,7 @@ def prune_table(words, ids, kind, poff, klo, khi, tdata, toff, q, qlen, head, ro
                 continue
             used = False  # only a prefix of a used key can be dead
             for c in range(ko.shape[0] - 1):
-                if _key_has(kd, ko, c, 0, tdata, lo + poff[i], plen):
+                if key_has(kd, ko, c, 0, tdata, lo + poff[i], plen):
                     used = True
                     break
             if not used:
@@ -439,7 +169,7 @@ def prune_table(words, ids, kind, poff, klo, khi, tdata, toff, q, qlen, head, ro
             for j in range(plen):
                 b = tdata[lo + poff[i] + j]
                 pref[j] = b
-                nc = _step_states(trans, bc, cur, nc, b, nxt)
+                nc = step_states(trans, bc, cur, nc, b, nxt)
                 for k in range(nc):
                     cur[k] = nxt[k]
             dead = nc > 0 and prefix_dead(trans, bc, acc, memo, bmask, cur, nc, pref, plen, kd, ko, stack_s,
@@ -513,7 +243,7 @@ def vocab_tables(vocab):
     for b in _UNCHECKED:
         bad |= has(b)
     ok = normal & ~bad
-    quote, comma = has(_QUOTE), has(0x2C)
+    quote, comma = has(QUOTE), has(0x2C)
     cand = np.flatnonzero(ok & (quote | comma)).astype(np.int64)
     data64, off64 = np.ascontiguousarray(data), np.ascontiguousarray(off)
     landings = {start: _with_leads(landing_table(data64, off64, cand, start[0], start[1]), data64, off64)
@@ -535,23 +265,6 @@ def _with_leads(table, data, off):
         o = int(off[ids[i]])
         gid[i] = index.setdefault((data[o:o + int(poff[i])].tobytes(), int(kind[i])), len(index))
     return (*table, gid, list(index))
-
-
-_CYCLES: dict = {}
-
-
-def _cycle_memo(trans):
-    """The :func:`reaches_cycle` memo and :func:`_byte_mask` rows of a transition table (with
-    DFS scratch), shared by every matcher over it."""
-    hit = _CYCLES.get(id(trans))
-    if hit is None or hit[0] is not trans:
-        n = trans.shape[0]
-        hit = (trans, np.full(n, -1, np.int8), np.zeros((n, 9), np.uint32), np.empty(n + 1, np.int64),
-               np.empty(n + 1, np.int64))
-        if len(_CYCLES) > 64:
-            _CYCLES.clear()
-        _CYCLES[id(trans)] = hit
-    return hit[1:]
 
 
 _LAYOUTS = (b'"', b' "', b'\n"', b'\r\n"', b'\t"')
@@ -605,6 +318,7 @@ def key_start_states_each(inner, leads) -> list:
 
 
 VERDICTS = 1024  # landing checks a LiveKeys keeps (see _prune_landings)
+_NONE_CLEARED = np.zeros(0, np.int64)
 
 
 class LiveKeys:
@@ -622,11 +336,12 @@ class LiveKeys:
         self.memo: dict = {} if memo is None else memo
         self._auto = None  # (trans, bc, acc, cycle memo, byte masks, scratch, scratch), on first use
         self._verdicts: dict = {}  # everything a landing check reads, as bytes -> the tokens it cleared
+        self._lead_verdicts: dict = {}  # the same, the leads' states named by inner.lead_keys (till a rollback)
 
     def _automaton(self):
         if self._auto is None:
             trans, bc, acc = self.inner.byte_automaton()
-            self._auto = (trans, bc, acc, *_cycle_memo(trans))
+            self._auto = (trans, bc, acc, *cycle_memo(trans))
         return self._auto
 
     def fork(self, inner) -> "LiveKeys":
@@ -636,6 +351,7 @@ class LiveKeys:
 
     def clear(self) -> None:
         self.memo.clear()
+        self._lead_verdicts.clear()
 
     def rolled_back(self, nkeys: int, pos: int) -> None:
         """Drop what named pool keys ``>= nkeys`` or positions ``>= pos`` (the guard went back
@@ -647,6 +363,7 @@ class LiveKeys:
 
         for k in [k for k, v in self.memo.items() if not valid(k, v)]:
             del self.memo[k]
+        self._lead_verdicts.clear()  # their keys name the inner matcher's history
 
     # ------------------------------------------------------------------ used keys
     def _keys(self, tr: Tracker, head: int, extra=None):
@@ -741,9 +458,9 @@ class LiveKeys:
             table = landings[(KEY_STR, 0)]  # tokens that complete this key and reach the next one
         else:
             table = landings[(mode, int(tr.frames[d - 1, 1]))] if mode == STRUCT else landings[(VALUE_STR, 2)]
-        self._prune_landings(words, table, q, klen, head, kdata, koff)
+        self._prune_landings(words, table, q, klen, head, kdata, koff, mode == VALUE_STR)
 
-    def _prune_landings(self, words, table, q, klen: int, head: int, kdata, koff) -> None:
+    def _prune_landings(self, words, table, q, klen: int, head: int, kdata, koff, by_leads: bool = False) -> None:
         """Clear the allowed tokens of the landing ``table`` that open a dead key or end after a
         comma with every allowed key used.  Each is judged from the automaton states its own
         bytes reach after the key's opening quote (:meth:`refuses` judges from the states after
@@ -761,6 +478,19 @@ class LiveKeys:
         rows, g = rows[order], g[order]
         goff = np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1], [True])))
         groups = [leads[k] for k in g[goff[:-1]].tolist()]
+        # inside a string value each token moves the grammar to a new point, but the leads' states
+        # stay those after the closing quote: the verdict is also kept under the leads' own key,
+        # which the inner matcher finds without probing for the states (``by_leads``: elsewhere
+        # the check seldom comes back to the same leads at another point)
+        lk = self.inner.leads_key([x for x, _ in groups]) if by_leads else None
+        fast = None if lk is None else (id(table), rows.tobytes(), lk, kdata.tobytes(), koff.tobytes(),
+                                        q[:klen].tobytes(), head >= 0)
+        if fast is not None:
+            cleared = self._lead_verdicts.get(fast)
+            if cleared is not None:
+                if cleared.shape[0]:
+                    np.bitwise_and.at(words, cleared >> 5, ~(np.uint32(1) << (cleared & 31).astype(np.uint32)))
+                return
         # every lead's states from batched probes of the grammar: inside a key the states right
         # after the lead, else those where the next key opens
         in_key = [i for i, (_, k) in enumerate(groups) if k]
@@ -772,6 +502,8 @@ class LiveKeys:
             roots[i] = st
         sizes = [0 if r is None else r.shape[0] for r in roots]
         if not any(sizes):
+            if fast is not None:
+                self._keep_lead_verdict(fast, _NONE_CLEARED)
             return  # no key reachable: nothing to judge (the inner mask decides)
         roff = np.zeros(len(roots) + 1, np.int64)
         np.cumsum(sizes, out=roff[1:])
@@ -793,3 +525,10 @@ class LiveKeys:
             self._verdicts[key] = cleared
         elif cleared.shape[0]:
             np.bitwise_and.at(words, cleared >> 5, ~(np.uint32(1) << (cleared & 31).astype(np.uint32)))
+        if fast is not None:
+            self._keep_lead_verdict(fast, cleared)
+
+    def _keep_lead_verdict(self, key, cleared) -> None:
+        if len(self._lead_verdicts) >= VERDICTS:
+            self._lead_verdicts.clear()
+        self._lead_verdicts[key] = cleared

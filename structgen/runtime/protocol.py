@@ -355,3 +355,10 @@ class ByteStateView(ABC):
         """:meth:`byte_states_after` of each byte string of ``probes``, in order (a matcher whose
         probes cost a kernel call each answers them in one)."""
         return [self.byte_states_after(p) for p in probes]
+
+    def leads_key(self, leads):
+        """A hashable key of this point for the byte strings ``leads``, or None: two points of
+        this matcher with the same key give the same :meth:`byte_states_after` of every probe
+        that starts with one of the leads.  Keys hold until the matcher rolls back (they may name
+        its history).  This default says nothing (None)."""
+        return None
