@@ -6,6 +6,7 @@ set-theoretic brute force over all short strings of a small alphabet.
 from __future__ import annotations
 
 import itertools
+import pickle
 import random
 import re
 
@@ -325,3 +326,20 @@ def test_nfa_state_limit():
     with pytest.raises(LimitExceeded) as info:
         build_dfa(parse_regex(r"(?:abc){100000}"), max_nfa_states=10_000)
     assert info.value.limit == "max_nfa_states"
+
+
+def test_equal_trees_remember_each_other_and_unequal_ones_stay_apart():
+    """``==`` on IR trees is structural; a tree found equal to another points at it, so the next
+    comparison of the two is one step, and that never makes unequal trees compare equal."""
+    def tree(tail: str):
+        return ir.seq(ir.Repeat(ir.alt(ir.literal("ab"), ir.CharSet.of([(48, 57)])), 0, None), ir.literal(tail))
+
+    a, b, c = tree("x"), tree("x"), tree("y")
+    assert a is not b and hash(a) == hash(b)
+    assert a == b and b._canon is a
+    assert a == b and b == a
+    assert c != a and c != b and b != c and a != c
+    assert not hasattr(c, "_canon")
+    d = tree("x")
+    assert b == d and d._canon is a        # through b's pointer: the tree a
+    assert pickle.loads(pickle.dumps(b)) == a and not hasattr(pickle.loads(pickle.dumps(b)), "_canon")

@@ -28,8 +28,8 @@ MAX_DEPTH = 20_000  # IR nesting the builder takes (deeper: LimitExceeded, limit
 
 
 class Node:
-    """Base class of IR nodes.  Each node keeps its fields and three caches (hash, size, depth)
-    in slots: no ``__dict__``, so a cached IR tree is half as many objects for the garbage
+    """Base class of IR nodes.  Each node keeps its fields and four caches (hash, size, depth,
+    an equal tree: see :func:`_equal`) in slots: no ``__dict__``, so a cached IR tree is half as many objects for the garbage
     collector to walk."""
 
     __slots__ = ()
@@ -63,15 +63,21 @@ def _hash_below(node) -> None:
 
 
 def _equal(self, other) -> bool:
-    """Structural equality of two IR trees, without recursion (``Embed`` nodes by identity)."""
+    """Structural equality of two IR trees, without recursion (``Embed`` nodes by identity).
+    A tree found equal to another keeps a pointer to it (``_canon``), so comparing the two again
+    -- a cache lookup with an equal tree built anew, every time a schema repeats a pattern --
+    is one step instead of a walk of both trees."""
     if self is other:
         return True
     if not isinstance(other, Node):
         return NotImplemented
+    a = getattr(self, "_canon", self)
+    if a is getattr(other, "_canon", other):
+        return True
     todo = [(self, other)]
     while todo:
         x, y = todo.pop()
-        if x is y:
+        if x is y or getattr(x, "_canon", x) is getattr(y, "_canon", y):
             continue
         if type(x) is not type(y) or isinstance(x, Embed) or hash(x) != hash(y):
             return False
@@ -87,6 +93,7 @@ def _equal(self, other) -> bool:
             todo.append((x.item, y.item))
         elif x.ranges != y.ranges:
             return False
+    object.__setattr__(other, "_canon", a)
     return True
 
 
@@ -178,7 +185,7 @@ def _normalise_ranges(ranges, top: int) -> tuple:
 
 @dataclass(frozen=True)
 class CharSet(Node):
-    __slots__ = ('ranges', '_hash', '_size', '_depth')
+    __slots__ = ('ranges', '_hash', '_size', '_depth', '_canon')
     __hash__ = _cached_hash
     __eq__ = _equal
     __getstate__ = _state_without_hash
@@ -212,7 +219,7 @@ class CharSet(Node):
 
 @dataclass(frozen=True)
 class ByteSet(Node):
-    __slots__ = ('ranges', '_hash', '_size', '_depth')
+    __slots__ = ('ranges', '_hash', '_size', '_depth', '_canon')
     __hash__ = _cached_hash
     __eq__ = _equal
     __getstate__ = _state_without_hash
@@ -226,7 +233,7 @@ class ByteSet(Node):
 
 @dataclass(frozen=True)
 class Seq(Node):
-    __slots__ = ('items', '_hash', '_size', '_depth')
+    __slots__ = ('items', '_hash', '_size', '_depth', '_canon')
     __hash__ = _cached_hash
     __eq__ = _equal
     __getstate__ = _state_without_hash
@@ -236,7 +243,7 @@ class Seq(Node):
 
 @dataclass(frozen=True)
 class Alt(Node):
-    __slots__ = ('items', '_hash', '_size', '_depth')
+    __slots__ = ('items', '_hash', '_size', '_depth', '_canon')
     __hash__ = _cached_hash
     __eq__ = _equal
     __getstate__ = _state_without_hash
@@ -246,7 +253,7 @@ class Alt(Node):
 
 @dataclass(frozen=True)
 class Repeat(Node):
-    __slots__ = ('item', 'min', 'max', '_hash', '_size', '_depth')
+    __slots__ = ('item', 'min', 'max', '_hash', '_size', '_depth', '_canon')
     __hash__ = _cached_hash
     __eq__ = _equal
     __getstate__ = _state_without_hash
@@ -258,7 +265,7 @@ class Repeat(Node):
 
 @dataclass(frozen=True)
 class And(Node):
-    __slots__ = ('items', '_hash', '_size', '_depth')
+    __slots__ = ('items', '_hash', '_size', '_depth', '_canon')
     __hash__ = _cached_hash
     __eq__ = _equal
     __getstate__ = _state_without_hash
@@ -268,7 +275,7 @@ class And(Node):
 
 @dataclass(frozen=True)
 class Not(Node):
-    __slots__ = ('item', '_hash', '_size', '_depth')
+    __slots__ = ('item', '_hash', '_size', '_depth', '_canon')
     __hash__ = _cached_hash
     __eq__ = _equal
     __getstate__ = _state_without_hash
