@@ -343,6 +343,37 @@ def test_liveness_budget_is_not_spent_on_bytes_no_token_starts(tiny):
         assert ord("Z") in allowed
 
 
+def test_liveness_search_stops_in_a_string_that_grows_without_end(tiny, monkeypatch):
+    """Closed objects are bounded items, so a key that spells an earlier item's is searched; the
+    search stops, live, once it stands in a string value whose text can grow without end (its
+    automaton state reaches a cycle): that item has infinitely many distinct completions.  Where
+    the value is a bounded string the search goes on and the doomed key is refused (checked:
+    taking every string value as endless lets it through)."""
+    from structgen.runtime import unique_guard
+
+    calls = []
+    real = unique_guard.UniqueItemsMatcher._endless_string
+
+    def spy(self):
+        calls.append(real(self))
+        return calls[-1]
+
+    monkeypatch.setattr(unique_guard.UniqueItemsMatcher, "_endless_string", spy)
+    for value, live in (({"type": "string"}, True), ({"enum": ["q"]}, False)):
+        schema = {"type": "array", "uniqueItems": True, "items": {
+            "type": "object", "properties": {"ab": value, "ac": {"type": "string"}}, "maxProperties": 1,
+            "additionalProperties": False}}
+        cg = _compile(schema, tiny)
+        m = cg.matcher()
+        text = b'[{"ab":"q"},{"a'
+        assert m.advance_many(list(text)) == len(text)
+        calls.clear()
+        allowed = set(m.allowed_tokens().tolist())
+        assert (ord("b") in allowed) == live and ord("c") in allowed, value
+        assert any(calls) == live, value   # the search ended in an endless string, or never met one
+        brute_mask_check(m, tiny)
+
+
 def test_the_plan_refuses_branch_dependent_uniqueness(tiny):
     """Under anyOf the arrays that must be unique depend on the branch: the compilers' error stays --
     unless the branches declare disjoint types (the value's type picks the branch)."""

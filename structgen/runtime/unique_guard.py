@@ -48,7 +48,9 @@ from numba import njit
 from . import history as hist
 from .batch import write_row
 from .checks import check_bitmask_row, check_token
-from .protocol import Matcher, Snapshot, accepted_prefix
+from .dead_keys import cycle_memo, reaches_cycle
+from .key_guard import KeyGuardMatcher
+from .protocol import ByteStateView, Matcher, Snapshot, accepted_prefix
 from .value_tracker import (ARR, BELOW, COUNT, DEPTH, EVT, HDR, HIT, ISTART, KEND, KIND, KSTART, KSTR, LIVE,
                             MODE, NEED, NO, OBJ, OK, OVERFLOW, POS, PST, RB, UNIQ, UNSURE, VSTR, YES, ValueTracker,
                             echo_candidates, echoes_after, extends_echo, feed, open_item_echoes)
@@ -384,19 +386,35 @@ class UniqueItemsMatcher(Matcher):
             return hit[1]
         return self.mask_words()
 
+    def _endless_string(self) -> bool:
+        """Is a string value in progress whose text can grow without end: an automaton state of
+        the inner matcher (:class:`~.protocol.ByteStateView`) on a path of non-quote bytes to a
+        cycle?  Each turn of the cycle adds characters, so the decoded values differ."""
+        inner = self.inner
+        while isinstance(inner, KeyGuardMatcher):  # it refuses keys only: a string value's bytes pass
+            inner = inner.inner
+        if int(self._tr.hdr[MODE]) != VSTR or not isinstance(inner, ByteStateView):
+            return False
+        trans, bc, _ = inner.byte_automaton()
+        memo, _, ss, sb = cycle_memo(trans)
+        return any(reaches_cycle(trans, bc, memo, s, ss, sb) == 1 for s in inner.byte_states().tolist())
+
     def item_can_end(self, budget: list) -> bool:
         """Can the item in progress of the innermost unique array end without being a duplicate?
         A depth-first search over single bytes under the inner matcher's masks (the bytes that end
         a value first; a byte without a one-byte token is tried with ``advance_bytes``, when an
         allowed token starts with it); True when it finds such an ending and also when the search
         is cut (``budget[0]`` work units, spent in place -- one budget serves a whole mask -- see
-        ``LIVENESS_BUDGET``): only a proven dead item is refused."""
+        ``LIVENESS_BUDGET``): only a proven dead item is refused.  The search also stops, with
+        True, where it stands inside a string value that can grow without end
+        (:meth:`_endless_string`): the item then has infinitely many distinct completions, and
+        there are finitely many earlier items."""
         tr = self._tr
         d = int(tr.hdr[DEPTH])
         f = d - 1
         while f >= 0 and tr.frames[f, UNIQ] != YES:
             f -= 1
-        if f < 0:
+        if f < 0 or self._endless_string():
             return True
         count = int(tr.frames[f, COUNT])
         left = budget
@@ -435,7 +453,7 @@ class UniqueItemsMatcher(Matcher):
                     left[0] -= 1
                     if not self.advance_bytes(bytes([b])):
                         continue
-                r = True if ended() else search()
+                r = True if ended() or self._endless_string() else search()
                 self.rollback(1)
                 if r is None:
                     return None
