@@ -70,19 +70,48 @@ def _low_bit(low):
     return _DEBRUIJN[((np.uint64(low) * np.uint64(0x077CB531)) & np.uint64(0xFFFFFFFF)) >> np.uint64(27)]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _replay(t, words, w, low, tdata, toff, hdr, frames, depth, ip_h1, ip_h2, ip_lo, ip_hi, ip_prev, hist, base, shdr,
+            sframes, uf, cand_at, cand_end, unsure, echoes, cnt):
+    """Feed token ``t`` (bit ``low`` of word ``w``) from the state ``hdr/frames``: clears the bit of
+    a duplicate, lists an undecided token in ``unsure`` and a liveness candidate in ``echoes``
+    (``cnt``: their counts).  Returns -1 on OVERFLOW, else 0."""
+    for j in range(HDR):
+        shdr[j] = hdr[j]
+    for d in range(depth):
+        for c in range(frames.shape[1]):
+            sframes[d, c] = frames[d, c]
+    st = feed(tdata, toff[t], toff[t + 1], False, shdr, sframes, ip_h1, ip_h2, ip_lo, ip_hi, ip_prev)
+    if st == HIT:
+        words[w] = np.uint32(words[w]) & ~low
+    elif st == UNSURE:
+        if cnt[0] < unsure.shape[0]:
+            unsure[cnt[0]] = t
+        cnt[0] += 1
+    elif st == OVERFLOW:
+        return -1
+    elif echoes_after(shdr, sframes, uf, frames[uf, ISTART] if uf >= 0 else -1, cand_at, cand_end,
+                      ip_h1, ip_lo, ip_hi, ip_prev, hist, base, tdata, toff[t]):
+        if cnt[1] < echoes.shape[0]:
+            echoes[cnt[1]] = t
+        cnt[1] += 1
+    return 0
+
+
 @njit(cache=True, nogil=True)
-def clear_duplicates(words, normal, qcount, in_string, tdata, toff, hdr, frames, ip_h1, ip_h2, ip_lo, ip_hi,
+def clear_duplicates(words, normal, qcount, quoted, in_string, tdata, toff, hdr, frames, ip_h1, ip_h2, ip_lo, ip_hi,
                      ip_prev, hist, shdr, sframes, unsure, echoes):
     """Clear from ``words`` every allowed token that completes a duplicate item from the state
     ``hdr/frames`` (stream so far: ``hist[:hdr[POS]]``).  Tokens the kernel cannot decide (UNSURE)
     go to ``unsure``, those after which an item in progress echoes an earlier one
     (:func:`~.value_tracker.open_item_echoes`, the liveness candidates) to ``echoes``.  Returns
     ``(len unsure, len echoes)`` (counts past the buffers' sizes: run again with larger ones), or
-    ``(-1, -1)`` on OVERFLOW."""
+    ``(-1, -1)`` on OVERFLOW.  ``quoted``: the ids of the tokens with a ``"`` byte, ascending
+    (inside a string that echoes no earlier item only those can complete an item: the others
+    are not visited -- a string value allows most of the vocabulary)."""
     depth = hdr[DEPTH]
     base = hdr[POS]
-    nu = 0
-    ne = 0
+    cnt = np.zeros(2, np.int64)  # tokens listed in unsure, in echoes
     # an item in progress that echoes no earlier item cannot be made to by extending it
     pre_echo = open_item_echoes(hdr, frames, ip_h1, ip_lo, ip_hi, ip_prev, hist, base, tdata, 0)
     uf = depth - 1
@@ -94,6 +123,17 @@ def clear_duplicates(words, normal, qcount, in_string, tdata, toff, hdr, frames,
     cand_end = np.empty(0, np.int64)
     if pre_echo and uf >= 0:
         cand_at, cand_end = echo_candidates(frames, uf, base, ip_lo, ip_hi, ip_prev, hist)
+    if in_string and cand_at.shape[0] == 0:
+        for i in range(quoted.shape[0]):
+            t = quoted[i]
+            w = t >> 5
+            low = np.uint32(1) << np.uint32(t & 31)
+            if w >= words.shape[0] or np.uint32(words[w]) & low == 0 or t >= normal.shape[0] or not normal[t]:
+                continue
+            if _replay(t, words, w, low, tdata, toff, hdr, frames, depth, ip_h1, ip_h2, ip_lo, ip_hi, ip_prev, hist,
+                       base, shdr, sframes, uf, cand_at, cand_end, unsure, echoes, cnt) < 0:
+                return -1, -1
+        return cnt[0], cnt[1]
     for w in range(words.shape[0]):
         x = np.uint32(words[w])
         while x:
@@ -106,39 +146,23 @@ def clear_duplicates(words, normal, qcount, in_string, tdata, toff, hdr, frames,
                 # inside a string and no quote: the token only extends the item in progress, an echo
                 # when its bytes continue an earlier item's
                 if cand_at.shape[0] and extends_echo(cand_at, cand_end, hist, tdata, toff[t], toff[t + 1]):
-                    if ne < echoes.shape[0]:
-                        echoes[ne] = t
-                    ne += 1
+                    if cnt[1] < echoes.shape[0]:
+                        echoes[cnt[1]] = t
+                    cnt[1] += 1
                 continue
-            for j in range(HDR):
-                shdr[j] = hdr[j]
-            for d in range(depth):
-                for c in range(frames.shape[1]):
-                    sframes[d, c] = frames[d, c]
-            st = feed(tdata, toff[t], toff[t + 1], False, shdr, sframes, ip_h1, ip_h2, ip_lo, ip_hi, ip_prev)
-            if st == HIT:
-                words[w] = np.uint32(words[w]) & ~low
-            elif st == UNSURE:
-                if nu < unsure.shape[0]:
-                    unsure[nu] = t
-                nu += 1
-            elif st == OVERFLOW:
+            if _replay(t, words, w, low, tdata, toff, hdr, frames, depth, ip_h1, ip_h2, ip_lo, ip_hi, ip_prev, hist,
+                       base, shdr, sframes, uf, cand_at, cand_end, unsure, echoes, cnt) < 0:
                 return -1, -1
-            elif echoes_after(shdr, sframes, uf, frames[uf, ISTART] if uf >= 0 else -1, cand_at, cand_end,
-                              ip_h1, ip_lo, ip_hi, ip_prev, hist, base, tdata, toff[t]):
-                if ne < echoes.shape[0]:
-                    echoes[ne] = t
-                ne += 1
-    return nu, ne
+    return cnt[0], cnt[1]
 
 
 _TABLES: dict = {}
 
 
 def _tables(vocab):
-    """Per vocabulary (cached): each token's number of ``"`` bytes, for each byte the id of a
-    token spelling exactly that byte (-1: none), and for each byte without one the tokens that
-    start with it (a packed mask, by byte)."""
+    """Per vocabulary (cached): each token's number of ``"`` bytes, the ids of the tokens with one,
+    for each byte the id of a token spelling exactly that byte (-1: none), and for each byte
+    without one the tokens that start with it (a packed mask, by byte)."""
     key = (id(vocab), vocab.fingerprint)
     hit = _TABLES.get(key)
     if hit is not None and hit[0] is vocab:
@@ -164,8 +188,9 @@ def _tables(vocab):
             lead[b] = bits
     if len(_TABLES) > 16:
         _TABLES.clear()
-    _TABLES[key] = (vocab, (counts, single, lead))
-    return counts, single, lead
+    quoted = np.flatnonzero(counts > 0).astype(np.int64)
+    _TABLES[key] = (vocab, (counts, quoted, single, lead))
+    return counts, quoted, single, lead
 
 
 #: the order the liveness search tries bytes in: what ends a value first, whitespace last
@@ -194,7 +219,7 @@ class UniqueItemsMatcher(Matcher):
         self.live = bool(live)  # the liveness check (off in the forks its own search uses)
         self._vocab = vocab
         self.plan = plan
-        self._qcount, self._single, self._lead = _tables(vocab)
+        self._qcount, self._quoted, self._single, self._lead = _tables(vocab)
         self._normal = np.asarray(vocab.is_normal, np.bool_)
         self._tdata = vocab.token_data
         self._toff = vocab.token_offsets
@@ -484,7 +509,7 @@ class UniqueItemsMatcher(Matcher):
         before = words.copy()
         while True:
             shdr, sframes, unsure, echoes = self._scratch
-            nu, ne = clear_duplicates(words, self._normal, self._qcount, in_string, self._tdata, self._toff,
+            nu, ne = clear_duplicates(words, self._normal, self._qcount, self._quoted, in_string, self._tdata, self._toff,
                                       *tr.args(), hist, shdr, sframes, unsure, echoes)
             if nu < 0:  # a buffer of the tracker is full
                 tr.grow()
