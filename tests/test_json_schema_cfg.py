@@ -442,3 +442,30 @@ def test_open_objects_are_free_form_and_skip_the_dfa_attempt(monkeypatch, llama3
     cg = sg.compile(sg.Grammar.from_json_schema(open_, whitespace="flexible"), llama3, cache=False)
     for doc, ok in (({"a": "x", "z": {"y": [1, {"w": None}]}}, True), ({"a": 1}, False), ({"b": 2}, False)):
         assert accepts(cg, llama3, json.dumps(doc)) == ok, doc
+
+
+def test_the_dfa_fallback_is_tried_for_small_documents_only(monkeypatch):
+    """When the grammar engine refuses a schema, one DFA of the whole document is tried only up to
+    ``FALLBACK_SMALL`` objects (on the dev split every larger one failed, after up to seconds);
+    the grammar engine's error is raised either way."""
+    import structgen.frontends.json_schema.select as select
+    from structgen.frontends.json_schema.reader import read_schema
+
+    calls = []
+    real = select._small_dfa
+
+    def counting(doc, max_states, work, options, leaf_states=None):
+        calls.append(work)
+        return real(doc, max_states, work, options, leaf_states)
+
+    monkeypatch.setattr(select, "_small_dfa", counting)
+    node = {"type": "object", "properties": {"next": {"$ref": "#/$defs/a"}, "x": {"type": "integer"}}}
+    for pad, tried in ((0, True), (12, False)):
+        defs = {"a": node, **{f"p{i}": {"type": "string"} for i in range(pad)}}
+        s = {"$defs": defs, "anyOf": [{"not": {"$ref": "#/$defs/a"}}, {"type": "integer"}],
+             "allOf": [{"$ref": "#/$defs/a"}]}
+        assert (read_schema(s).facts.size <= select.FALLBACK_SMALL) == tried
+        calls.clear()
+        with pytest.raises(sg.EmptyLanguage):
+            sg.Grammar.from_json_schema(s)
+        assert (select.DFA_FALLBACK_BUDGET in calls) == tried, (pad, calls)
