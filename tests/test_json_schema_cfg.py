@@ -469,3 +469,23 @@ def test_the_dfa_fallback_is_tried_for_small_documents_only(monkeypatch):
         with pytest.raises(sg.EmptyLanguage):
             sg.Grammar.from_json_schema(s)
         assert (select.DFA_FALLBACK_BUDGET in calls) == tried, (pad, calls)
+
+
+def test_allof_of_two_recursive_objects_closes_its_recursion(llama3):
+    """``allOf`` of two recursive objects merges their ``next`` properties into ``allOf`` of the two
+    references again at every level; the same pair gives the same merged schema, so the grammar
+    refers back to it instead of unrolling the recursion until the time limit (it ran into the
+    10 s limit before; Github_ultra/o48661 on the dev split)."""
+    a = {"type": "object", "properties": {"next": {"$ref": "#/$defs/a"}, "x": {"type": "integer"}}}
+    b = {"type": "object", "properties": {"next": {"$ref": "#/$defs/b"}, "x": {"maximum": 3}}}
+    s = {"$defs": {"a": a, "b": b}, "allOf": [{"$ref": "#/$defs/a"}, {"$ref": "#/$defs/b"}]}
+    g = sg.Grammar.from_json_schema(s, whitespace="flexible", time_limit=5)
+    cg = sg.compile(g, llama3, cache=False)
+    deep_ok, deep_bad = {"x": 1}, {"x": 1, "next": {"x": 4}}
+    for _ in range(12):
+        deep_ok, deep_bad = {"next": deep_ok, "x": 2}, {"next": deep_bad}  # the declared order
+    cases = [{}, {"x": 3}, {"x": 4}, {"x": 2.5}, {"next": {"x": -1}}, {"next": {"x": 1.5}}, {"next": 1},
+             deep_ok, deep_bad, {"next": {"next": {"next": {"y": "z"}}}}, [], 7]
+    val = jsonschema.Draft202012Validator(s)
+    for v in cases:
+        assert accepts(cg, llama3, json.dumps(v)) == val.is_valid(v), v

@@ -206,6 +206,7 @@ class CfgSchemaCompiler(ObjectRules):
         self._term_by_node: dict = {}
         self._memo: dict = {}       # id(schema dict) -> (schema, symbol)
         self.kept: list = []       # merged dicts kept alive (their ids are memo keys)
+        self.merged_pairs: dict = {}  # (id a, id b) -> (a, b, {"allOf": [a, b]}) of merged properties
         self._n = 0
         self._any = None
         self._combiner = None       # combine.Combiner, made on first use

@@ -269,13 +269,26 @@ class Merger:
                 out["anyOf"] = [{"allOf": p} for p in prod]
         return out
 
+    def _both(self, a, b) -> dict:
+        """``{"allOf": [a, b]}``, the same dict for the same two sub-schemas within one compilation
+        (``owner.merged_pairs``): a property merged again below a recursive reference -- ``allOf``
+        of two recursive objects -- then finds its symbol in the owner's memo instead of unrolling
+        the recursion until the time limit."""
+        pairs = self.o.merged_pairs
+        hit = pairs.get((id(a), id(b)))
+        if hit is not None and hit[0] is a and hit[1] is b:
+            return hit[2]
+        combo = {"allOf": [a, b]}
+        pairs[(id(a), id(b))] = (a, b, combo)  # the schemas kept alive with their ids
+        return combo
+
     def _objects(self, comps: list, out: dict) -> None:
         if not comps:
             return
         props: dict = {}
         for c in comps:
             for k, v in (c.get("properties") or {}).items():
-                props[k] = v if k not in props else {"allOf": [props[k], v]}
+                props[k] = v if k not in props else self._both(props[k], v)
         closed = [c for c in comps if c.get("additionalProperties", True) is not True or c.get("patternProperties")]
         # several objects closed by additionalProperties: false (no patterns): exactly the keys all
         # of them declare may occur (others are forbidden), each valid under every component
