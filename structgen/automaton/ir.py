@@ -29,8 +29,8 @@ MAX_DEPTH = 20_000  # IR nesting the builder takes (deeper: LimitExceeded, limit
 
 class Node:
     """Base class of IR nodes.  Each node keeps its fields and four caches (hash, size, depth,
-    an equal tree: see :func:`_equal`) in slots: no ``__dict__``, so a cached IR tree is half as many objects for the garbage
-    collector to walk."""
+    an equal tree: see :func:`_equal`) in slots: no ``__dict__``, so a cached IR tree is half as
+    many objects for the garbage collector to walk."""
 
     __slots__ = ()
 

@@ -336,7 +336,7 @@ class LiveKeys:
         self.memo: dict = {} if memo is None else memo
         self._auto = None  # (trans, bc, acc, cycle memo, byte masks, scratch, scratch), on first use
         self._verdicts: dict = {}  # everything a landing check reads, as bytes -> the tokens it cleared
-        self._lead_verdicts: dict = {}  # the same, the leads' states named by inner.lead_keys (till a rollback)
+        self._lead_verdicts: dict = {}  # the same, the leads' states named by inner.leads_key (till a rollback)
 
     def _automaton(self):
         if self._auto is None:
@@ -482,14 +482,13 @@ class LiveKeys:
         # stay those after the closing quote: the verdict is also kept under the leads' own key,
         # which the inner matcher finds without probing for the states (``by_leads``: elsewhere
         # the check seldom comes back to the same leads at another point)
+        common = (id(table), rows.tobytes(), kdata.tobytes(), koff.tobytes(), q[:klen].tobytes(), head >= 0)
         lk = self.inner.leads_key([x for x, _ in groups]) if by_leads else None
-        fast = None if lk is None else (id(table), rows.tobytes(), lk, kdata.tobytes(), koff.tobytes(),
-                                        q[:klen].tobytes(), head >= 0)
+        fast = None if lk is None else common + (lk,)
         if fast is not None:
             cleared = self._lead_verdicts.get(fast)
             if cleared is not None:
-                if cleared.shape[0]:
-                    np.bitwise_and.at(words, cleared >> 5, ~(np.uint32(1) << (cleared & 31).astype(np.uint32)))
+                _clear_tokens(words, cleared)
                 return
         # every lead's states from batched probes of the grammar: inside a key the states right
         # after the lead, else those where the next key opens
@@ -503,15 +502,14 @@ class LiveKeys:
         sizes = [0 if r is None else r.shape[0] for r in roots]
         if not any(sizes):
             if fast is not None:
-                self._keep_lead_verdict(fast, _NONE_CLEARED)
+                _keep(self._lead_verdicts, fast, _NONE_CLEARED)
             return  # no key reachable: nothing to judge (the inner mask decides)
         roff = np.zeros(len(roots) + 1, np.int64)
         np.cumsum(sizes, out=roff[1:])
         flat = np.concatenate([r for r in roots if r is not None and r.shape[0]]).astype(np.int64)
         # the same check repeats after every token of a string value (same rows, states and keys):
         # its verdict is kept under all it reads, so it holds wherever the key comes back
-        key = (id(table), rows.tobytes(), flat.tobytes(), roff.tobytes(), kdata.tobytes(), koff.tobytes(),
-               q[:klen].tobytes(), head >= 0)
+        key = common + (flat.tobytes(), roff.tobytes())
         sel = ids[rows]
         cleared = self._verdicts.get(key)
         if cleared is None:
@@ -520,15 +518,21 @@ class LiveKeys:
                          self.vocab.token_data, self.vocab.token_offsets, q, klen, head, kdata, koff, trans, bc, acc,
                          memo, bmask, ss, sb)
             cleared = sel[(words[sel >> 5] >> (sel & 31).astype(np.uint32)) & 1 == 0]
-            if len(self._verdicts) >= VERDICTS:
-                self._verdicts.clear()
-            self._verdicts[key] = cleared
-        elif cleared.shape[0]:
-            np.bitwise_and.at(words, cleared >> 5, ~(np.uint32(1) << (cleared & 31).astype(np.uint32)))
+            _keep(self._verdicts, key, cleared)
+        else:
+            _clear_tokens(words, cleared)
         if fast is not None:
-            self._keep_lead_verdict(fast, cleared)
+            _keep(self._lead_verdicts, fast, cleared)
 
-    def _keep_lead_verdict(self, key, cleared) -> None:
-        if len(self._lead_verdicts) >= VERDICTS:
-            self._lead_verdicts.clear()
-        self._lead_verdicts[key] = cleared
+
+def _clear_tokens(words, ids) -> None:
+    """Clear the bits of the token ``ids`` (a landing check's verdict) from ``words``."""
+    if ids.shape[0]:
+        np.bitwise_and.at(words, ids >> 5, ~(np.uint32(1) << (ids & 31).astype(np.uint32)))
+
+
+def _keep(memo: dict, key, cleared) -> None:
+    """Keep a verdict, at most ``VERDICTS`` per memo (then it starts afresh)."""
+    if len(memo) >= VERDICTS:
+        memo.clear()
+    memo[key] = cleared

@@ -358,7 +358,8 @@ class ByteStateView(ABC):
 
     def leads_key(self, leads):
         """A hashable key of this point for the byte strings ``leads``, or None: two points of
-        this matcher with the same key give the same :meth:`byte_states_after` of every probe
-        that starts with one of the leads.  Keys hold until the matcher rolls back (they may name
+        this matcher where the same ``leads`` get the same key give the same
+        :meth:`byte_states_after` of every probe that starts with one of the leads (keys of
+        other lead lists are not comparable).  Keys hold until the matcher rolls back (they may name
         its history).  This default says nothing (None)."""
         return None
