@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from numba import njit
 
 from ..errors import BitmaskError
 
@@ -105,11 +106,24 @@ def _check_apply(logits, bitmask, indices) -> None:
         raise BitmaskError(f"apply_bitmask_: indices are on {indices.device}, the logits on {logits.device}")
 
 
+@njit(cache=True, nogil=True)
+def _or_bits(words, ids):
+    for q in range(ids.shape[0]):
+        words[ids[q] >> 5] |= np.uint32(1) << np.uint32(ids[q] & 31)
+
+
+@njit(cache=True, nogil=True)
+def _and_not_bits(words, ids):
+    for q in range(ids.shape[0]):
+        words[ids[q] >> 5] &= ~(np.uint32(1) << np.uint32(ids[q] & 31))
+
+
 def set_bits(words: np.ndarray, ids) -> np.ndarray:
-    """Set the bits of token ``ids`` in the uint32 mask row ``words`` (in place); returns it."""
+    """Set the bits of token ``ids`` in the uint32 mask row ``words`` (in place); returns it.
+    (A kernel: ``np.bitwise_or.at`` costs ~6 us even for the one or two EOS ids of an accepting mask.)"""
     ids = np.asarray(ids, dtype=np.int64)
     if ids.size:
-        np.bitwise_or.at(words, ids >> 5, np.uint32(1) << (ids & 31).astype(np.uint32))
+        _or_bits(words, ids)
     return words
 
 
@@ -117,7 +131,7 @@ def clear_bits(words: np.ndarray, ids) -> np.ndarray:
     """Clear the bits of token ``ids`` in the uint32 mask row ``words`` (in place); returns it."""
     ids = np.asarray(ids, dtype=np.int64)
     if ids.size:
-        np.bitwise_and.at(words, ids >> 5, ~(np.uint32(1) << (ids & 31).astype(np.uint32)))
+        _and_not_bits(words, ids)
     return words
 
 
