@@ -169,6 +169,22 @@ def test_bad_regex_names_position():
         sg.Grammar.from_regex(r"(ab")
 
 
+def test_set_and_clear_bits_touch_exactly_their_ids():
+    """set_bits / clear_bits against a bit-by-bit reference on random rows: ids repeated, in one
+    word, at word edges, none; lists and arrays."""
+    from structgen.kernels.bitmask import clear_bits, set_bits
+
+    rng = np.random.default_rng(3)
+    for ids in ([], [0], [31, 32, 63, 64], [127, 127, 5], list(rng.integers(0, 32 * 50, 40))):
+        row = rng.integers(0, 2 ** 32, 50, dtype=np.uint64).astype(np.uint32)
+        bits = np.unpackbits(row.view(np.uint8), bitorder="little")
+        for fn, value in ((set_bits, 1), (clear_bits, 0)):
+            got = fn(row.copy(), ids if len(ids) % 2 else np.asarray(ids, np.int64))
+            want = bits.copy()
+            want[np.asarray(ids, np.int64)] = value
+            assert np.array_equal(np.unpackbits(got.view(np.uint8), bitorder="little"), want), (fn, ids)
+
+
 def test_write_row_into_torch_and_numpy_bitmasks():
     """Rows land in the right place whatever the bitmask: the cached numpy view of a CPU tensor
     follows the tensor (a new tensor, new storage, a strided one); other dtypes go through torch."""
