@@ -135,6 +135,78 @@ def test_fresh_grammars_filled_concurrently_match_sequential(llama3):
         assert np.array_equal(got, want), engine
 
 
+def test_grammar_rows_run_as_mask_jobs_with_their_own_bits(llama3, monkeypatch):
+    """Quick grammar rows go to the jobs kernel (structgen/cfg/jobs.py) on several threads:
+    rows at every point of a Lark text and a JSON document (accepting rows with their EOS bits, a
+    terminated row), on a fresh grammar whose next points miss cache entries (their jobs end
+    unfinished and the matchers fill them), and with the memo holding the masks, all give the
+    bits of each matcher's own fill_bitmask."""
+    from structgen.cfg.matcher import CFGMatcher
+    from structgen.kernels.packed import CODE, describe, type_code
+    assert describe((np.zeros(3, np.uint32),))[0, CODE] == type_code(np.uint32, 1)  # (the batch writes the row)
+    calls = {"jobs": 0, "redone": 0}
+    mask_job, finish_job = CFGMatcher.mask_job, CFGMatcher.finish_job
+
+    def spy_job(self, out):
+        calls["jobs"] += 1
+        return mask_job(self, out)
+
+    def spy_finish(self, out, status):
+        calls["redone"] += status != 0
+        return finish_job(self, out, status)
+
+    monkeypatch.setattr(sg.runtime.batch, "MIN_JOBS", 2)  # (these batches are small)
+    monkeypatch.setattr(sg.runtime.batch, "SLOW_ROW_S", 60.0)  # every row quick, however busy the machine
+    monkeypatch.setattr(CFGMatcher, "mask_job", spy_job)
+    monkeypatch.setattr(CFGMatcher, "finish_job", spy_finish)
+    words = (llama3.logits_width + 31) // 32
+    for grammar, text in ((sg.Grammar.from_lark(LARK), LARK_TEXT),
+                          (sg.Grammar.from_json_schema(SCHEMA, engine="cfg", whitespace="flexible"),
+                           json.dumps({"name": "Ann Lee", "tags": ["x y", "zz"], "age": 41, "ok": True}))):
+        cg = sg.compile(grammar, llama3, cache=False)
+        toks = llama3.encode(text)
+        ms = []
+        for n in range(0, len(toks) + 1, 2):
+            m = cg.matcher()
+            assert all(m.advance(t) for t in toks[:n])
+            ms.append(m)
+        done = cg.matcher()
+        assert all(done.advance(t) for t in toks) and done.is_accepting()
+        assert done.advance(int(llama3.eos_ids[0])) and done.is_terminated()
+        ms.append(done)
+        assert type(ms[0]) is CFGMatcher
+        bm = np.zeros((len(ms), words), np.int32)
+        sg.fill_bitmasks(ms, bm, num_threads=2)
+        assert np.array_equal(bm, row_by_row(ms, words))
+        for m, n in zip(ms[:-2], range(0, len(toks) + 1, 2)):  # new points: entries not computed yet
+            if n < len(toks):
+                assert m.advance(toks[n])
+        before = dict(calls)
+        for threads in (2, 3):
+            got = np.zeros((len(ms), words), np.int32)
+            sg.fill_bitmasks(ms, got, num_threads=threads)
+            assert np.array_equal(got, row_by_row(ms, words)), (grammar, threads)
+        assert calls["jobs"] - before["jobs"] >= len(ms) - 1, "known-quick grammar rows must run as jobs"
+    assert calls["redone"] > 0, "some new points of a fresh grammar must miss cache entries"
+    # the memo holding every mask: jobs are answered from it
+    import structgen.cfg.matcher as matcher_module
+    monkeypatch.setattr(matcher_module, "MEMO_MIN_SECONDS", 0.0)
+    cg = sg.compile(sg.Grammar.from_lark(LARK), llama3, cache=False)
+    toks = llama3.encode(LARK_TEXT)
+    ms = []
+    for n in (len(toks), len(toks) - 1, 3):
+        m = cg.matcher()
+        assert all(m.advance(t) for t in toks[:n])
+        ms.append(m)
+    row_by_row(ms, words)  # (the grammar's cache fills, if it must)
+    want = row_by_row(ms, words)  # the memo keeps each mask
+    jobs, redone = calls["jobs"], calls["redone"]
+    monkeypatch.setattr(CFGMatcher, "JOB", (None,) + CFGMatcher.JOB[1:])  # (a job left to the kernel fails)
+    got = np.zeros_like(want)
+    sg.fill_bitmasks(ms, got, num_threads=2)
+    assert calls["jobs"] == jobs + len(ms) and calls["redone"] == redone and np.array_equal(got, want)
+
+
 # ----------------------------------------------------------------------------- errors
 class Boom(Exception):
     pass

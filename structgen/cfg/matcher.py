@@ -31,12 +31,13 @@ import numpy as np
 
 from ..errors import LimitExceeded
 from ..kernels.bitmask import set_bits
-from ..kernels.packed import Packed
+from ..kernels.packed import Packed, describe
 from ..runtime import history as hist
 from ..runtime.batch import host_row, write_row
 from ..runtime.checks import check_token
 from ..runtime.protocol import ByteStateView, Matcher, Snapshot
 from . import earley
+from . import jobs as jb
 from . import mask as mk
 
 
@@ -91,6 +92,10 @@ class CFGMatcher(Matcher, ByteStateView):
         self._args = None                # see _kernel_args
         self._mpack = None               # see _matcher_table: dropped whenever a buffer is replaced
         self._root = (None, None, None)  # (frontier, snapshot, its root bits)
+        self._jfront = np.empty((16, 2), np.int32)  # mask_job: a copy of the frontier, and
+        self._jtable = np.zeros((jb.TABLE_ROWS, 5), np.int64)  # the job's table, rows described for
+        self._jparts = self._jpack = self._jfr = None  # these kernel arguments, tables and frontier copy
+        self._jscal = np.zeros(jb.SCALARS, np.int64)
         if _empty:
             return
         self.reset()
@@ -407,28 +412,11 @@ class CFGMatcher(Matcher, ByteStateView):
         docstring, a comment -- and is cheap to look up, and under its configuration's signature,
         which also finds other frontiers with the same future, or the only key where a signature
         is too long."""
+        hit, raw, key = self._memo_get(e)
+        if hit is not None:
+            words[:] = hit
+            return
         memo = self._memo
-        key = raw = None
-        if memo is not None:
-            self._memo_looks += 1
-            raw = self._front_key()
-            hit = memo.get(raw)
-            if hit is None and not self._sig_off:
-                self._sig_looks += 1
-                key = self._config_key(e)
-                hit = memo.get(key) if key is not None else None
-                if hit is not None:
-                    self._sig_hits += 1
-                elif self._sig_looks >= SIGNATURE_PROBATION and self._sig_hits * 4 < self._sig_looks:
-                    self._sig_off = True   # signatures seldom repeat when frontiers do not: stop computing them
-                    key = None
-            if hit is not None:
-                self._memo_hits += 1
-                words[:] = hit
-                return
-            if self._memo_looks >= MEMO_PROBATION and self._memo_hits * 16 < self._memo_looks:
-                self._memo = memo = None   # configurations do not repeat here: stop paying for keys
-                self._memo_off = True
         t0 = time.perf_counter()
         filled = self._compute_fresh(e, words)
         if time.perf_counter() - t0 <= MEMO_MIN_SECONDS:
@@ -446,6 +434,87 @@ class CFGMatcher(Matcher, ByteStateView):
                 if len(memo) >= 2 * MEMO_MASKS:
                     del memo[next(iter(memo))]
                 memo[k] = kept
+
+    def _memo_get(self, e):
+        """``(kept mask or None, frontier key, signature key)``: the memo lookup of :meth:`_compute`
+        (keys None where not computed); drops the memo, or its signature keys, when they seldom hit."""
+        memo = self._memo
+        if memo is None:
+            return None, None, None
+        self._memo_looks += 1
+        key = None
+        raw = self._front_key()
+        hit = memo.get(raw)
+        if hit is None and not self._sig_off:
+            self._sig_looks += 1
+            key = self._config_key(e)
+            hit = memo.get(key) if key is not None else None
+            if hit is not None:
+                self._sig_hits += 1
+            elif self._sig_looks >= SIGNATURE_PROBATION and self._sig_hits * 4 < self._sig_looks:
+                self._sig_off = True   # signatures seldom repeat when frontiers do not: stop computing them
+                key = None
+        if hit is not None:
+            self._memo_hits += 1
+        elif self._memo_looks >= MEMO_PROBATION and self._memo_hits * 16 < self._memo_looks:
+            self._memo = None   # configurations do not repeat here: stop paying for keys
+            self._memo_off = True
+        return hit, raw, key
+
+    def mask_job(self, out: np.ndarray):
+        """This matcher's next mask as a job of :func:`structgen.cfg.jobs.run_jobs`: ``(table,
+        scalars)`` with the table's ``WORDS`` row left to the caller (who describes ``out`` there,
+        which holds the frontier's root bits when the scalars say so), valid until this matcher is
+        used again; or None when ``out`` (this row's uint32 words) is filled already (the memo had
+        the mask, or the matcher is terminated).  The caller runs the job, then :meth:`finish_job`.
+        See :attr:`JOB`."""
+        if self._terminated:
+            self.mask_words(out)
+            return None
+        e = self.engine
+        hit, _, _ = self._memo_get(e)
+        if hit is not None:
+            out[:] = hit
+            if self._acc:
+                set_bits(out, e.eos)
+            return None
+        cache = e.cache
+        snap = cache.snap
+        args = self._kernel_args(e, snap)
+        front = self._front
+        root = self._root
+        if root[0] is not front or root[1] is not snap:
+            root = self._root = (front, snap, cache.root_bits(snap, front[:, 0]))
+        n = front.shape[0]
+        jfront = self._jfront
+        if jfront.shape[0] < n:
+            jfront = self._jfront = np.empty((2 * n, 2), np.int32)
+        jfront[:n] = front
+        sc = self._jscal
+        if self._jparts is not args or self._jpack is not self._mpack or self._jfr is not jfront:
+            self._jtable[jb.FRONT:] = describe((jfront, self._matcher_table(), args[4], args[5], args[6], e.eos))
+            self._jparts, self._jpack, self._jfr = args, self._mpack, jfront
+            sc[jb.NN] = args[2]
+            sc[jb.U0] = args[3]
+        if root[2] is None:
+            sc[jb.HAS_ROOT] = 0
+        else:
+            out[:] = root[2]
+            sc[jb.HAS_ROOT] = 1
+        sc[jb.NFRONT] = n
+        sc[jb.NSETS] = self._n_sets
+        sc[jb.ACC] = self._acc
+        return self._jtable, sc
+
+    def finish_job(self, out: np.ndarray, status: int) -> None:
+        """After :func:`~structgen.cfg.jobs.run_jobs` ran this matcher's job with ``status``: a
+        pass that did not finish (a cache entry to compute, a buffer to grow) is redone here."""
+        if status != mk.OK:
+            self.mask_words(out)
+
+    #: what :func:`structgen.runtime.batch.fill_bitmasks` runs :meth:`mask_job` s with: the
+    #: kernel, the rows of a job's table (``WORDS`` first), the scalars per job
+    JOB = (jb.run_jobs, jb.TABLE_ROWS, jb.SCALARS)
 
     def _compute_fresh(self, e, words: np.ndarray) -> bool:
         """The mask words, EOS aside, into ``words`` (see :func:`structgen.cfg.mask.expand_mask`);

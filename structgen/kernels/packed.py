@@ -112,6 +112,12 @@ def _describe(arrays, table):
         k += 1
 
 
+def type_code(dtype, ndim: int) -> int:
+    """The type code :func:`describe` writes for a C-contiguous ``dtype`` array of rank ``ndim``
+    (for callers that write a table row themselves)."""
+    return np.dtype(dtype).num * 8 + ndim
+
+
 def describe(arrays: tuple) -> np.ndarray:
     """The ``(len(arrays), 5)`` int64 table of ``arrays`` (C-contiguous, rank 1 to 3)."""
     table = np.empty((len(arrays), 5), np.int64)

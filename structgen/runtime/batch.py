@@ -12,9 +12,17 @@ rows go to the pool: those of matchers that compute (``fills_from_cache`` false:
 engine, the key guard) whose last fill took over :data:`SLOW_ROW_S` (or that were never
 filled); the calling thread then fills the quick ones and the regular matchers' cached rows (a
 copy each).  What each matcher does under the GIL (argument unboxing, Python glue) does not
-overlap; the kernels do.  Every row gets the bits its matcher's own ``fill_bitmask`` writes, whatever the
-thread count (the matchers of one compiled grammar share only caches built for concurrent
-readers).
+overlap; the kernels do.
+
+Quick rows of matchers that offer *mask jobs* (``mask_job`` / ``finish_job`` / ``JOB``: the
+grammar engine, :mod:`structgen.cfg.jobs`) do not call their matchers one by one: the calling
+thread gathers every job (a table of array addresses and a few scalars each), then all threads run
+the jobs' kernel on slices of them at once, with no Python between rows -- a quick grammar mask
+is as much glue as kernel, and a thread per row only took turns at the glue.  A job reports a
+status per row, 0 when its row is filled; the matcher fills any other row itself.
+
+Every row gets the bits its matcher's own ``fill_bitmask`` writes, whatever the thread count (the
+matchers of one compiled grammar share only caches built for concurrent readers).
 """
 from __future__ import annotations
 
@@ -28,6 +36,7 @@ import numpy as np
 import torch
 
 from ..errors import OptionError
+from ..kernels.packed import ADDR, CODE, DIM0, DIM1, DIM2, type_code
 from .checks import check_bitmask, check_bitmask_row
 
 __all__ = ["fill_bitmasks", "write_row", "cpu_view", "set_num_threads", "get_num_threads"]
@@ -80,6 +89,9 @@ def _pool(workers: int) -> ThreadPoolExecutor:
 #: back and forth, so the calling thread does them itself
 SLOW_ROW_S = 100e-6
 _LAST: dict = {}   # id(matcher) -> seconds its last fill took (a scheduling hint only)
+#: fewer quick rows with mask jobs than this are filled one by one: handing a few jobs to other
+#: threads costs more than it saves
+MIN_JOBS = 24
 
 
 def _drain(tasks, dst, errors, timed: bool = True) -> None:
@@ -147,17 +159,25 @@ def fill_bitmasks(matchers: Sequence, bitmask, *, num_threads: int | None = None
     errors: list = []
     if len(_LAST) > 1 << 16:
         _LAST.clear()
-    slow, quick = [], []
+    slow, quick, jobbed = [], [], []
     for t in heavy:  # unknown (a first mask): likely slow
-        (slow if _LAST.get(id(t[1]), 1.0) > SLOW_ROW_S else quick).append(t)
+        if _LAST.get(id(t[1]), 1.0) > SLOW_ROW_S:
+            slow.append(t)
+        else:
+            (jobbed if hasattr(t[1], "mask_job") else quick).append(t)
+    if threads < 2 or len(jobbed) < MIN_JOBS:
+        quick += jobbed
+        jobbed = []
     k = min(threads, len(slow))
-    if k <= 1:
+    if k <= 1 and not jobbed:
         _drain(iter(heavy), dst, errors)
         _drain(iter(light), dst, errors, timed=False)
     else:
         it = iter(slow)
         futures = [_pool(threads - 1).submit(_drain, it, dst, errors) for _ in range(k - 1)]
         _drain(it, dst, errors)
+        if jobbed:
+            _run_jobs(jobbed, dst, threads, errors)
         _drain(iter(quick), dst, errors)  # while the workers finish their slow rows
         _drain(iter(light), dst, errors, timed=False)
         for f in futures:
@@ -170,6 +190,62 @@ def fill_bitmasks(matchers: Sequence, bitmask, *, num_threads: int | None = None
         _copy_back(bitmask, dst, bad)
     if errors:
         raise min(errors, key=lambda e: e[0])[1]
+
+
+_WORDS_CODE = type_code(np.uint32, 1)
+
+
+def _run_jobs(rows, dst, threads: int, errors) -> None:
+    """Fill the rows of matchers with mask jobs (``mask_job`` / ``finish_job`` / ``JOB``, see
+    :mod:`structgen.cfg.jobs`): the calling thread gathers every job, then all threads run the
+    jobs' kernel on slices of them (a few per thread, taken in turn, so that a slow row does not
+    hold the others), and a job that did not finish is filled by its matcher.  (Gathering the
+    jobs of a slice in the thread that computes it was slower: a thread back from its kernel
+    waits for the GIL while another gathers.)"""
+    out = dst.view(np.uint32)
+    groups: dict = {}
+    for row, m in rows:
+        try:
+            job = m.mask_job(out[row])
+        except BaseException as e:
+            errors.append((row, e))
+            continue
+        if job is not None:  # (None: the row is filled already)
+            groups.setdefault(m.JOB, []).append((row, m, job))
+    base, stride = dst.ctypes.data, dst.strides[0]
+    for (kernel, n_rows, n_scalars), got in groups.items():
+        n = len(got)
+        jobs = np.empty((n, n_rows, 5), np.int64)
+        scal = np.empty((n, n_scalars), np.int64)
+        for i, (_, _, (table, sc)) in enumerate(got):
+            jobs[i] = table
+            scal[i] = sc
+        w = jobs[:, 0]
+        w[:, ADDR] = base + np.fromiter((g[0] for g in got), np.int64, n) * stride
+        w[:, DIM0] = dst.shape[1]
+        w[:, DIM1] = w[:, DIM2] = 1
+        w[:, CODE] = _WORDS_CODE
+        status = np.zeros(n, np.int64)
+        step = -(-n // (2 * threads))
+        slices = iter(range(0, n, step))
+
+        def work(kernel=kernel, jobs=jobs, scal=scal, status=status, slices=slices, step=step, n=n):
+            for lo in slices:  # next() on a range iterator is atomic: each slice is taken once
+                kernel(jobs, scal, status, lo, min(n, lo + step))
+
+        helpers = [_pool(threads - 1).submit(work) for _ in range(threads - 1)]
+        work()
+        for f in helpers:
+            if not f.cancel():  # (one still queued behind a slow row has nothing left to do)
+                f.result()
+        for i in np.flatnonzero(status).tolist():
+            row, m, _ = got[i]
+            t0 = time.thread_time()
+            try:
+                m.finish_job(out[row], int(status[i]))
+            except BaseException as e:
+                errors.append((row, e))
+            _LAST[id(m)] = time.thread_time() - t0
 
 
 def _sequential(matchers, bitmask) -> None:
