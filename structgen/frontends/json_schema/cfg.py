@@ -206,7 +206,7 @@ class CfgSchemaCompiler(ObjectRules):
         self._term_by_node: dict = {}
         self._memo: dict = {}       # id(schema dict) -> (schema, symbol)
         self.kept: list = []       # merged dicts kept alive (their ids are memo keys)
-        self.merged_pairs: dict = {}  # (id a, id b) -> (a, b, {"allOf": [a, b]}) of merged properties
+        self._conjunctions: dict = {}  # ids of the parts -> (parts, {"allOf": parts}), see conjunction
         self._n = 0
         self._any = None
         self._combiner = None       # combine.Combiner, made on first use
@@ -271,6 +271,19 @@ class CfgSchemaCompiler(ObjectRules):
             alts.append((self._without_lead(alt[0], memo, empty),) + tuple(alt[1:]))
         self.rules[new] = alts
         return new
+
+    def conjunction(self, parts) -> dict:
+        """``{"allOf": parts}``, the same dict for the same sub-schema objects within one
+        compilation: a value memoised by its dict then meets itself again where a recursive schema
+        makes the same conjunction one level down (a property that also matches a pattern, or is
+        merged from two conjuncts), instead of unrolling the recursion until the time limit."""
+        key = tuple(id(p) for p in parts)
+        hit = self._conjunctions.get(key)
+        if hit is not None and all(a is b for a, b in zip(hit[0], parts)):
+            return hit[1]
+        combo = {"allOf": list(parts)}
+        self._conjunctions[key] = (tuple(parts), combo)  # the parts kept alive with their ids
+        return combo
 
     def lit(self, s: str) -> str:
         if self.dumps and s in (",", ":"):

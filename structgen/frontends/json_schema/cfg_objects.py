@@ -22,7 +22,7 @@ from .strings import encode
 
 class ObjectRules:
     """The object part of the grammar compiler; the host class provides ``rc`` (its leaf
-    compiler), ``value``, ``term``, ``lit``, ``rule``, ``fresh``, ``rules``, ``kept``,
+    compiler), ``value``, ``conjunction``, ``term``, ``lit``, ``rule``, ``fresh``, ``rules``, ``kept``,
     ``recursive``, ``regular_terminal``, ``combined``, ``unsupported`` and its options
     (``extras_last``: generation hygiene puts extra members after the declared ones)."""
 
@@ -48,9 +48,7 @@ class ObjectRules:
             if len(subs) == 1:
                 val = self.value(subs[0], where, base)
             else:
-                combo = {"allOf": subs}
-                self.kept.append(combo)
-                val = self.value(combo, where, base)
+                val = self.value(self.conjunction(subs), where, base)
             if val is None and k in required:
                 return []  # a required property that can have no value: no object
             key_ir = rc.key_literal(k)

@@ -170,6 +170,7 @@ class Merger:
     def __init__(self, owner, base, ptr):
         self.o, self.base, self.ptr = owner, base, ptr
         self.stack: list = []
+        self.flattened: set = set()  # ids of the schema objects flattened already (kept alive by their owners)
 
     def flatten(self, s, base, out: list, depth=0):
         if depth > 16:
@@ -183,6 +184,9 @@ class Merger:
             raise NotMergeable()
         if any(x is s for x in self.stack):
             raise NotMergeable()  # allOf through a cycle
+        if id(s) in self.flattened:
+            return  # the same schema twice: A and A is A (a merged recursive property meets itself again)
+        self.flattened.add(id(s))
         s2 = rewrite(s)
         if s2 is not s:
             self.o.kept.append(s2)
@@ -270,17 +274,10 @@ class Merger:
         return out
 
     def _both(self, a, b) -> dict:
-        """``{"allOf": [a, b]}``, the same dict for the same two sub-schemas within one compilation
-        (``owner.merged_pairs``): a property merged again below a recursive reference -- ``allOf``
-        of two recursive objects -- then finds its symbol in the owner's memo instead of unrolling
-        the recursion until the time limit."""
-        pairs = self.o.merged_pairs
-        hit = pairs.get((id(a), id(b)))
-        if hit is not None and hit[0] is a and hit[1] is b:
-            return hit[2]
-        combo = {"allOf": [a, b]}
-        pairs[(id(a), id(b))] = (a, b, combo)  # the schemas kept alive with their ids
-        return combo
+        """``a`` and ``b``: ``a`` itself when they are the same schema, else ``owner.conjunction``
+        (the same dict for the same two sub-schemas: ``allOf`` of two recursive objects then closes
+        its recursion)."""
+        return a if a is b else self.o.conjunction((a, b))
 
     def _objects(self, comps: list, out: dict) -> None:
         if not comps:
