@@ -335,6 +335,15 @@ def test_bitmask_checks_name_the_expected_shape(grammars, llama3):
     with pytest.raises(ValueError):  # numpy's own error, as fill_bitmask gives it
         sg.fill_bitmasks(ms, ro)
     sg.fill_bitmasks([], np.zeros((0, words), np.int32))
+    # one row (its matcher's own fill): the same checks, the same bits, on numpy and torch
+    one = [ms[1]]
+    for b in (np.zeros((1, words - 1), np.int32), np.zeros((2, 2 * words), np.int32)[:1, ::2],
+              torch.zeros((1, words), dtype=torch.int64)):
+        with pytest.raises(ValueError, match=rf"bitmask of shape \(>= 1, {words}\)"):
+            sg.fill_bitmasks(one, b)
+    for b in (np.full((1, words), 7, np.int32), torch.full((1, words), 7, dtype=torch.int32)):
+        sg.fill_bitmasks(one, b)
+        assert np.array_equal(np.asarray(b), row_by_row(one, words))
 
 
 def test_thread_count_setting(grammars, llama3):

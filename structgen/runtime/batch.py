@@ -46,25 +46,35 @@ __all__ = ["fill_bitmasks", "write_row", "cpu_view", "set_num_threads", "get_num
 _LOCK = threading.Lock()
 _POOL: list = [None, 0]   # [ThreadPoolExecutor or None, its number of workers]
 _THREADS = [0]            # 0: the default (the cores this process may run on)
+_DEFAULT = [0]            # that default, once worked out (0: not yet)
 
 
 def _default_threads() -> int:
+    """The default thread count, worked out on first use (an affinity query per batch cost
+    more than a one-row batch's own bookkeeping)."""
+    if _DEFAULT[0]:
+        return _DEFAULT[0]
     env = os.environ.get("STRUCTGEN_NUM_THREADS", "").strip()
     if env.isdigit() and int(env) > 0:
-        return int(env)
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
+        n = int(env)
+    else:
+        try:
+            n = max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:  # not Linux
+            n = max(1, os.cpu_count() or 1)
+    _DEFAULT[0] = n
+    return n
 
 
 def set_num_threads(n: int | None) -> None:
     """Threads :func:`fill_bitmasks` uses by default (the calling thread included): ``n >= 1``,
     or ``None`` for the default, the cores this process may run on (``$STRUCTGEN_NUM_THREADS``
-    overrides it).  1 fills every row on the calling thread, one after another."""
+    overrides it; both are read on first use, and again after ``set_num_threads(None)``).  1 fills
+    every row on the calling thread, one after another."""
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise OptionError(f"num_threads must be an int >= 1 or None, got {n!r}")
     _THREADS[0] = 0 if n is None else int(n)
+    _DEFAULT[0] = 0
 
 
 def get_num_threads() -> int:
@@ -138,6 +148,9 @@ def fill_bitmasks(matchers: Sequence, bitmask, *, num_threads: int | None = None
     threads = get_num_threads() if num_threads is None else num_threads
     n = len(matchers)
     if n == 0:
+        return
+    if n == 1 and matchers[0] is not None:  # one row: its matcher's own fill, without the batch bookkeeping
+        matchers[0].fill_bitmask(bitmask, 0)
         return
     dst, staged = _host_rows(bitmask, n)
     if dst is None:  # e.g. a read-only numpy array: the matchers' own writes (and errors)
