@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..kernels.bitmask import clear_bits
 from .dead_keys import QUOTE, cycle_memo, key_has, prefix_dead, prune_in_key, step_states
 from .json_tracker import DEPTH, ESC, HIGH, KEY_STR, KLEN, MODE, NKEYS, OBJ, OK, STRUCT, VALUE_STR, Tracker, \
     feed, probe_buffers, start_in_object
@@ -528,7 +529,7 @@ class LiveKeys:
 def _clear_tokens(words, ids) -> None:
     """Clear the bits of the token ``ids`` (a landing check's verdict) from ``words``."""
     if ids.shape[0]:
-        np.bitwise_and.at(words, ids >> 5, ~(np.uint32(1) << (ids & 31).astype(np.uint32)))
+        clear_bits(words, ids)
 
 
 def _keep(memo: dict, key, cleared) -> None:
