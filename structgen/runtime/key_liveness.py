@@ -471,13 +471,9 @@ class LiveKeys:
         ids, kind, poff, klo, khi, gid, leads = table
         if ids.shape[0] == 0:
             return
-        rows = np.flatnonzero((words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1 != 0)
-        if rows.size == 0:
+        rows, g, goff = allowed_groups(words, ids, gid)
+        if rows.shape[0] == 0:
             return
-        g = gid[rows]
-        order = np.argsort(g, kind="stable")
-        rows, g = rows[order], g[order]
-        goff = np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1], [True])))
         groups = [leads[k] for k in g[goff[:-1]].tolist()]
         # inside a string value each token moves the grammar to a new point, but the leads' states
         # stay those after the closing quote: the verdict is also kept under the leads' own key,
@@ -524,6 +520,34 @@ class LiveKeys:
             _clear_tokens(words, cleared)
         if fast is not None:
             _keep(self._lead_verdicts, fast, cleared)
+
+
+@njit(cache=True, nogil=True)
+def allowed_groups(words, ids, gid):
+    """``(rows, g, goff)``: the rows of a landing table whose token ``ids[row]`` the mask ``words``
+    allows, ordered by lead group ``gid[row]`` (stable), their groups, and where each group starts
+    (``goff``, one past the last at the end).  One kernel call instead of six small numpy
+    operations (about 12 us at a hundred rows)."""
+    rows = np.empty(ids.shape[0], np.int64)
+    n = 0
+    for r in range(ids.shape[0]):
+        t = ids[r]
+        if (words[t >> 5] >> np.uint32(t & 31)) & np.uint32(1):
+            rows[n] = r
+            n += 1
+    rows = rows[:n]
+    g = gid[rows]
+    order = np.argsort(g, kind="mergesort")
+    rows = rows[order]
+    g = g[order]
+    goff = np.empty(n + 1, np.int64)
+    k = 0
+    for i in range(n):
+        if i == 0 or g[i] != g[i - 1]:
+            goff[k] = i
+            k += 1
+    goff[k] = n
+    return rows, g, goff[:k + 1]
 
 
 def _clear_tokens(words, ids) -> None:
