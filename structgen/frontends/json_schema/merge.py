@@ -170,7 +170,6 @@ class Merger:
     def __init__(self, owner, base, ptr):
         self.o, self.base, self.ptr = owner, base, ptr
         self.stack: list = []
-        self.flattened: set = set()  # ids of the schema objects flattened already (kept alive by their owners)
 
     def flatten(self, s, base, out: list, depth=0):
         if depth > 16:
@@ -184,9 +183,6 @@ class Merger:
             raise NotMergeable()
         if any(x is s for x in self.stack):
             raise NotMergeable()  # allOf through a cycle
-        if id(s) in self.flattened:
-            return  # the same schema twice: A and A is A (a merged recursive property meets itself again)
-        self.flattened.add(id(s))
         s2 = rewrite(s)
         if s2 is not s:
             self.o.kept.append(s2)
