@@ -170,10 +170,10 @@ def test_grammar_rows_run_as_mask_jobs_with_their_own_bits(llama3, monkeypatch):
             m = cg.matcher()
             assert all(m.advance(t) for t in toks[:n])
             ms.append(m)
-        done = cg.matcher()
-        assert all(done.advance(t) for t in toks) and done.is_accepting()
+        full, done = cg.matcher(), cg.matcher()  # accepting (EOS bits), terminated
+        assert all(full.advance(t) and done.advance(t) for t in toks) and full.is_accepting()
         assert done.advance(int(llama3.eos_ids[0])) and done.is_terminated()
-        ms.append(done)
+        ms += [full, done]
         assert type(ms[0]) is CFGMatcher
         bm = np.zeros((len(ms), words), np.int32)
         sg.fill_bitmasks(ms, bm, num_threads=2)
@@ -186,7 +186,7 @@ def test_grammar_rows_run_as_mask_jobs_with_their_own_bits(llama3, monkeypatch):
             got = np.zeros((len(ms), words), np.int32)
             sg.fill_bitmasks(ms, got, num_threads=threads)
             assert np.array_equal(got, row_by_row(ms, words)), (grammar, threads)
-        assert calls["jobs"] - before["jobs"] >= len(ms) - 1, "known-quick grammar rows must run as jobs"
+        assert calls["jobs"] - before["jobs"] == 2 * len(ms), "every quick grammar row must run as a job"
     assert calls["redone"] > 0, "some new points of a fresh grammar must miss cache entries"
     # the memo holding every mask: jobs are answered from it
     import structgen.cfg.matcher as matcher_module

@@ -478,13 +478,10 @@ class CFGMatcher(Matcher, ByteStateView):
             if self._acc:
                 set_bits(out, e.eos)
             return None
-        cache = e.cache
-        snap = cache.snap
+        snap = e.cache.snap
         args = self._kernel_args(e, snap)
+        bits = self._root_bits(e.cache, snap)
         front = self._front
-        root = self._root
-        if root[0] is not front or root[1] is not snap:
-            root = self._root = (front, snap, cache.root_bits(snap, front[:, 0]))
         n = front.shape[0]
         jfront = self._jfront
         if jfront.shape[0] < n:
@@ -496,10 +493,10 @@ class CFGMatcher(Matcher, ByteStateView):
             self._jparts, self._jpack, self._jfr = args, self._mpack, jfront
             sc[jb.NN] = args[2]
             sc[jb.U0] = args[3]
-        if root[2] is None:
+        if bits is None:
             sc[jb.HAS_ROOT] = 0
         else:
-            out[:] = root[2]
+            out[:] = bits
             sc[jb.HAS_ROOT] = 1
         sc[jb.NFRONT] = n
         sc[jb.NSETS] = self._n_sets
@@ -516,6 +513,15 @@ class CFGMatcher(Matcher, ByteStateView):
     #: kernel, the rows of a job's table (``WORDS`` first), the scalars per job
     JOB = (jb.run_jobs, jb.TABLE_ROWS, jb.SCALARS)
 
+    def _root_bits(self, cache, snap):
+        """The OR of the frontier's own cache entries (``cache.root_bits``), looked up once per
+        point and snapshot; None while one of them is not computed yet."""
+        front = self._front
+        root = self._root
+        if root[0] is not front or root[1] is not snap:
+            root = self._root = (front, snap, cache.root_bits(snap, front[:, 0]))
+        return root[2]
+
     def _compute_fresh(self, e, words: np.ndarray) -> bool:
         """The mask words, EOS aside, into ``words`` (see :func:`structgen.cfg.mask.expand_mask`);
         whether the cache was filled.
@@ -525,11 +531,7 @@ class CFGMatcher(Matcher, ByteStateView):
         of the cache that computes and appends the missing parts, then published."""
         cache = e.cache
         snap = cache.snap
-        front = self._front
-        root = self._root
-        if root[0] is not front or root[1] is not snap:  # the frontier's root bits, once per point
-            root = self._root = (front, snap, cache.root_bits(snap, front[:, 0]))
-        bits = root[2]
+        bits = self._root_bits(cache, snap)
         if bits is None:
             words[:] = 0
         else:

@@ -485,7 +485,7 @@ class LiveKeys:
         if fast is not None:
             cleared = self._lead_verdicts.get(fast)
             if cleared is not None:
-                _clear_tokens(words, cleared)
+                clear_bits(words, cleared)
                 return
         # every lead's states from batched probes of the grammar: inside a key the states right
         # after the lead, else those where the next key opens
@@ -517,7 +517,7 @@ class LiveKeys:
             cleared = sel[(words[sel >> 5] >> (sel & 31).astype(np.uint32)) & 1 == 0]
             _keep(self._verdicts, key, cleared)
         else:
-            _clear_tokens(words, cleared)
+            clear_bits(words, cleared)
         if fast is not None:
             _keep(self._lead_verdicts, fast, cleared)
 
@@ -548,12 +548,6 @@ def allowed_groups(words, ids, gid):
             k += 1
     goff[k] = n
     return rows, g, goff[:k + 1]
-
-
-def _clear_tokens(words, ids) -> None:
-    """Clear the bits of the token ``ids`` (a landing check's verdict) from ``words``."""
-    if ids.shape[0]:
-        clear_bits(words, ids)
 
 
 def _keep(memo: dict, key, cleared) -> None:
