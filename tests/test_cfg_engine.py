@@ -798,6 +798,40 @@ def test_signature_through_the_waiter_index_is_the_scanned_one():
                 assert na == nb and a[:na].tolist() == b[:nb].tolist(), (trial, j, sym)
 
 
+def test_frontier_signature_is_the_scanned_signatures_in_frontier_order():
+    """earley.frontier_signature reads big origin sets through an index of its own: its key is
+    still ``[g, n, signature...]`` per frontier lexeme with each signature the scanned one, -1
+    when one of them is too long, over frontiers that share origin sets, big and small."""
+    from structgen.cfg import earley
+    rng = np.random.default_rng(21)
+    checked = failed = 0
+    for trial in range(40):
+        NN = int(rng.integers(1, 8))
+        n_sets = int(rng.integers(1, 9))
+        items, set_off, dr_next, dr_lhs = _random_chart(rng, n_sets, int(rng.integers(1, 40)), NN)
+        gterm = rng.integers(0, 4, 6).astype(np.int32)
+        nf = int(rng.integers(1, 40))
+        front = np.stack([rng.integers(0, 6, nf), rng.integers(0, n_sets, nf)], 1).astype(np.int32)
+        want = []
+        for q in range(nf):
+            tmp, syms = np.zeros(earley.ALIAS_SIGNATURE, np.int64), np.zeros(earley.ALIAS_SIGNATURE, np.int32)
+            ns = earley.signature(items, set_off, int(front[q, 1]), NN + int(gterm[front[q, 0]]), NN, dr_next,
+                                  dr_lhs, tmp, syms)
+            if ns < 0:
+                want = None
+                break
+            want += [int(front[q, 0]), ns] + tmp[:ns].tolist()
+        out = np.zeros(4096, np.int64)
+        n = earley.frontier_signature(front, nf, items, set_off, NN, dr_next, dr_lhs, gterm, out)
+        if want is None:
+            assert n == -1, trial
+            failed += 1
+        else:
+            assert out[:n].tolist() == want, trial
+            checked += any(set_off[j + 1] - set_off[j] >= earley.SCAN_BELOW for j in front[:, 1])
+    assert checked >= 10 and failed >= 1
+
+
 def test_masks_alike_when_the_waiter_index_starts_tiny(llama3, monkeypatch):
     """A matcher whose waiter index starts at 4 slots grows it (the mask kernel answers
     SCRATCH_FULL and is rerun) and computes the same masks along a sentence of a grammar
