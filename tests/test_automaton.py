@@ -166,6 +166,67 @@ def test_minimal_and_no_bigger_than_unminimised(tree):
     assert len(cols) == dfa.n_classes
 
 
+_ENCLOSERS = ('"', "a", "c", "[ab]", "[a-c]", "[^a]")
+
+
+@SETTINGS
+@given(trees(), st.sampled_from(_ENCLOSERS), st.sampled_from(_ENCLOSERS))
+def test_an_enclosed_body_is_the_canonical_dfa_of_the_whole(tree, opening, closing):
+    """``Seq(byte set, body, byte set)`` built from the body's DFA (canonical_enclosed, when no
+    accepting body state steps on a closing byte) has the arrays the subset construction and a
+    minimisation of the whole give, merged start included."""
+    from structgen.automaton.minimize import byte_set, canonical_dfa, canonical_enclosed
+
+    body = parse_regex(render(tree))
+    node = ir.Seq((parse_regex(opening), body, parse_regex(closing)))
+    raw = build_dfa(node, minimize=False)
+    ref = canonical_dfa(raw.transitions, raw.accepting, raw.byte_class)
+    dfa = canonical_enclosed(byte_set(build_dfa(parse_regex(opening))), build_dfa(body),
+                             byte_set(build_dfa(parse_regex(closing))))
+    for got in (build_dfa(node), dfa):
+        if got is not None:
+            for x, y in ((got.transitions, ref.transitions), (got.byte_class, ref.byte_class),
+                         (got.accepting, ref.accepting)):
+                assert np.array_equal(x, y)
+
+
+def test_enclosed_bodies_take_the_short_way_and_merge_a_start_like_state(monkeypatch):
+    """The cases the property test draws rarely: a body state that only steps on the opening
+    bytes to the body's start merges with the start (``a(ba)*c`` is ``(ab)*ac``); a closing byte
+    an accepting body state steps on takes the general construction; both against brute force."""
+    from structgen.automaton import minimize
+
+    for opening, body, closing, short in (("a", "(ba)*", "c", True), ('"', "[^\"]{2,40}", '"', True),
+                                          ('"', "x*", "x", False)):
+        node = ir.Seq((parse_regex(opening), parse_regex(body), parse_regex(closing)))
+        inner = build_dfa(parse_regex(body))
+        got = minimize.canonical_enclosed(minimize.byte_set(build_dfa(parse_regex(opening))), inner,
+                                          minimize.byte_set(build_dfa(parse_regex(closing))))
+        assert (got is not None) == short
+        dfa = build_dfa(node)
+        pat = re.compile(opening + body + closing)
+        for n in range(7):
+            for w in itertools.product("abcx\"", repeat=n):
+                word = "".join(w)
+                assert dfa.fullmatch(word.encode()) == bool(pat.fullmatch(word)), word
+        if short:
+            assert np.array_equal(got.transitions, dfa.transitions)
+            assert np.array_equal(got.byte_class, dfa.byte_class)
+    assert build_dfa(parse_regex("a(ba)*c")).n_states == 3  # the start and the state after b merged
+    # build_dfa takes this way for big Boolean bodies (a pattern under a length bound)
+    body = ir.And((parse_regex("[a-z]{0,600}"), parse_regex(".*x.*y")))
+    node = ir.Seq((parse_regex('"'), body, parse_regex('"')))
+    calls = []
+    real = minimize.canonical_enclosed
+    monkeypatch.setattr("structgen.automaton.build.canonical_enclosed", lambda *a: calls.append(1) or real(*a))
+    clear_caches()
+    dfa = build_dfa(node)
+    raw = build_dfa(node, minimize=False)
+    ref = minimize.canonical_dfa(raw.transitions, raw.accepting, raw.byte_class)
+    assert calls and build_dfa(body).n_states >= 512
+    assert np.array_equal(dfa.transitions, ref.transitions) and np.array_equal(dfa.byte_class, ref.byte_class)
+
+
 def test_canonical_form_is_identical_for_equal_languages():
     a = dfa_from_regex(r"(a|b)*")
     b = dfa_from_regex(r"[ab]*")

@@ -68,6 +68,56 @@ def canonical_acyclic_dfa(trans: np.ndarray, acc: np.ndarray, byte_class: np.nda
     return dfa
 
 
+def byte_set(dfa: ByteDFA):
+    """The bytes of ``dfa`` when its language is a set of one-byte words (bool[256]), else None."""
+    t, a = dfa.transitions, dfa.accepting
+    if t.shape[0] != 2 or a[0] or not a[1] or (t[1] >= 0).any():
+        return None
+    return t[0][dfa.byte_class] == 1
+
+
+def canonical_enclosed(opening, body: ByteDFA, closing):
+    """The canonical DFA of ``S body C`` for byte sets ``opening`` = S and ``closing`` = C (bool[256];
+    a JSON string: quote, content, quote) and a canonical ``body``, without a subset construction
+    or a minimisation of the whole, when no accepting state of ``body`` steps on a byte of C (the
+    closing byte then always ends the body); else None.
+
+    Why the result is minimal: two states of ``body`` that some word ``w`` tells apart are told
+    apart by ``w`` followed by a byte of C, and the state after the closing byte is the only final
+    one; so the only state that may merge with another is the start, with a body state whose one
+    way out is S to the body's start -- found here, and then the whole is minimised after all."""
+    opening, closing = np.asarray(opening, bool), np.asarray(closing, bool)
+    t, acc = np.asarray(body.transitions), np.asarray(body.accepting)
+    if not opening.any() or not closing.any() or not acc.any() or not is_canonical(body):
+        return None
+    steps_out = t[acc][:, np.unique(body.byte_class[closing])]
+    if (steps_out >= 0).any():
+        return None
+    # classes: the body's, split by membership of S and of C
+    key = body.byte_class.astype(np.int64) * 4 + opening * 2 + closing
+    _, first, cls = np.unique(key, return_index=True, return_inverse=True)
+    k, n = first.shape[0], t.shape[0]
+    cls = cls.astype(np.int32)
+    trans = np.full((n + 2, k), -1, np.int32)
+    inner = t[:, body.byte_class[first]]
+    trans[1:n + 1] = np.where(inner >= 0, inner + 1, -1)
+    trans[0, opening[first]] = 1 + body.start
+    rows = np.flatnonzero(acc) + 1
+    trans[np.ix_(rows, np.flatnonzero(closing[first]))] = n + 1
+    final = np.zeros(n + 2, np.bool_)
+    final[n + 1] = True
+    start_like = (trans[1:n + 1] == trans[0]).all(axis=1) & ~acc
+    if start_like.any():
+        return canonical_dfa(trans, final, cls)
+    trans, cls = compress_classes(trans, cls)
+    ident = np.arange(n + 3, dtype=np.int64)  # every state its own block, the sink (n + 2) too
+    t2, a2 = quotient(trans, final, ident, n + 3)
+    t2, cls = compress_classes(t2, cls)
+    dfa = _frozen(ByteDFA(np.ascontiguousarray(cls, np.int32), t2, a2))
+    dfa._canonical = True
+    return dfa
+
+
 def is_canonical(dfa: ByteDFA) -> bool:
     """Was ``dfa`` made by :func:`canonical_dfa` (minimal, trimmed, canonically numbered)?"""
     return bool(getattr(dfa, "_canonical", False))
