@@ -30,6 +30,8 @@ combinations, on their values).
 """
 from __future__ import annotations
 
+from itertools import accumulate
+
 import numpy as np
 from numba import njit
 
@@ -187,9 +189,8 @@ def prune_groups(words, ids, kind, poff, klo, khi, sel, goff, roots, roff, tdata
     """:func:`prune_table` once per group of a landing table's rows: group ``g`` is the rows
     ``sel[goff[g]:goff[g + 1]]``, judged from the states ``roots[roff[g]:roff[g + 1]]`` (none:
     skipped).  Groups with the same states (leads that end the value alike) share whether the
-    empty key prefix is dead: with many used keys that search walks all of them.  The number
-    cleared."""
-    cleared = 0
+    empty key prefix is dead: with many used keys that search walks all of them.  Returns the ids
+    of the tokens cleared (the verdict a caller keeps)."""
     n = goff.shape[0] - 1
     first = np.empty(n, np.int64)        # the first group with the same states
     empty = np.full((n, 1), -1, np.int64)
@@ -209,10 +210,16 @@ def prune_groups(words, ids, kind, poff, klo, khi, sel, goff, roots, roff, tdata
         if a == b:
             continue
         s = sel[goff[g]:goff[g + 1]]
-        cleared += prune_table(words, ids[s], kind[s], poff[s], klo[s], khi[s], tdata, toff, q, qlen, head,
-                               roots[a:b], b - a, kdata, koff, trans, bc, acc, memo, bmask, stack_s, stack_b,
-                               empty[first[g]])
-    return cleared
+        prune_table(words, ids[s], kind[s], poff[s], klo[s], khi[s], tdata, toff, q, qlen, head, roots[a:b], b - a,
+                    kdata, koff, trans, bc, acc, memo, bmask, stack_s, stack_b, empty[first[g]])
+    cleared = np.empty(sel.shape[0], np.int64)
+    m = 0
+    for i in range(sel.shape[0]):
+        t = ids[sel[i]]
+        if (words[t >> 5] >> np.uint32(t & 31)) & np.uint32(1) == 0:
+            cleared[m] = t
+            m += 1
+    return cleared[:m]
 
 # ----------------------------------------------------------------------------- tables
 _VOCAB: dict = {}
@@ -501,20 +508,17 @@ class LiveKeys:
             if fast is not None:
                 _keep(self._lead_verdicts, fast, _NONE_CLEARED)
             return  # no key reachable: nothing to judge (the inner mask decides)
-        roff = np.zeros(len(roots) + 1, np.int64)
-        np.cumsum(sizes, out=roff[1:])
-        flat = np.concatenate([r for r in roots if r is not None and r.shape[0]]).astype(np.int64)
+        roff = np.fromiter(accumulate(sizes, initial=0), np.int64, len(sizes) + 1)
+        flat = np.concatenate([r for r in roots if r is not None and r.shape[0]]).astype(np.int64, copy=False)
         # the same check repeats after every token of a string value (same rows, states and keys):
         # its verdict is kept under all it reads, so it holds wherever the key comes back
         key = common + (flat.tobytes(), roff.tobytes())
-        sel = ids[rows]
         cleared = self._verdicts.get(key)
         if cleared is None:
             trans, bc, acc, memo, bmask, ss, sb = self._automaton()
-            prune_groups(words, ids, kind, poff, klo, khi, rows.astype(np.int64), goff.astype(np.int64), flat, roff,
-                         self.vocab.token_data, self.vocab.token_offsets, q, klen, head, kdata, koff, trans, bc, acc,
-                         memo, bmask, ss, sb)
-            cleared = sel[(words[sel >> 5] >> (sel & 31).astype(np.uint32)) & 1 == 0]
+            cleared = prune_groups(words, ids, kind, poff, klo, khi, rows, goff, flat, roff, self.vocab.token_data,
+                                   self.vocab.token_offsets, q, klen, head, kdata, koff, trans, bc, acc, memo, bmask,
+                                   ss, sb)
             _keep(self._verdicts, key, cleared)
         else:
             clear_bits(words, cleared)
