@@ -459,3 +459,34 @@ def test_low_bit_index_of_every_power_of_two():
     from structgen.runtime.unique_guard import _low_bit
 
     assert [int(_low_bit(np.uint32(1) << np.uint32(i))) for i in range(32)] == list(range(32))
+
+
+def test_the_liveness_search_leaves_no_reference_cycle(tiny):
+    """A mask that runs the liveness search (a recursive search over bytes) leaves nothing for the
+    garbage collector: the search was a closure holding the matcher, and each run left the matcher
+    and its history in a cycle until a full collection -- which then paused a later mask."""
+    import gc
+
+    one = _compile({"type": "array", "items": {"type": "string", "maxLength": 1}, "uniqueItems": True}, tiny)
+    text = b'["a","b","'
+    m = one.matcher()
+    assert m.advance_many(list(text)) == len(text)
+    m.allowed_tokens()  # first use
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        for _ in range(3):
+            m = one.matcher()
+            assert m.advance_many(list(text)) == len(text)
+            allowed = set(m.allowed_tokens().tolist())
+            assert ord("a") not in allowed and ord("c") in allowed
+        gc.collect()
+        left = [type(o).__qualname__ for o in gc.garbage]
+    finally:
+        gc.set_debug(0)
+        del gc.garbage[:]
+        if was:
+            gc.enable()
+    assert not left, sorted(set(left))

@@ -486,7 +486,10 @@ class UniqueItemsMatcher(Matcher):
                     return True
             return False
 
-        return search() is not False
+        try:
+            return search() is not False
+        finally:
+            search = None  # a recursive closure holding this matcher: without this every call left a cycle
 
 
     # ------------------------------------------------------------------ masks
