@@ -342,6 +342,8 @@ def _spec_key(spec: dict):
         return tuple(sorted((k, freeze(v)) for k, v in spec.items()))
     except TypeError:
         return None
+    finally:
+        freeze = None  # a recursive closure is a reference cycle: break it, so refcounting frees what it holds
 
 
 _GEN_OPTIONS = {"max_new_tokens": 256, "temperature": 0.0, "top_p": 1.0, "top_k": 0, "seed": None,

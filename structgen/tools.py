@@ -100,7 +100,10 @@ def _nest(schema: dict, pointer: str) -> dict:
         if isinstance(node, list):
             return [walk(x) for x in node]
         return node
-    return walk(copy.deepcopy(schema))
+    try:
+        return walk(copy.deepcopy(schema))
+    finally:
+        walk = None  # a recursive closure is a reference cycle: break it, so refcounting frees what it holds
 
 
 def _wrapper(tool: _Tool, key: str, pointer: str) -> dict:

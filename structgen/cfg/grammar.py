@@ -240,4 +240,5 @@ def left_chains(rules: dict, fresh, min_len: int = 3) -> dict:
 
     for a, alts in rules.items():
         out[a] = [(prefix(a, rhs[:-1]), rhs[-1]) if len(rhs) >= min_len else rhs for rhs in alts]
+    prefix = None  # a recursive closure is a reference cycle: break it, so refcounting frees what it holds
     return out

@@ -238,6 +238,7 @@ def apply_indenter(cfg: CFG, ind: Indenter, max_states: int = 100_000, nl_varian
             if None in {s for rhs in alts for s in rhs}:
                 alts = [rhs for rhs in alts if None not in rhs]
             rules[a] = alts
+    in_paren = None  # a recursive closure is a reference cycle: break it, so refcounting frees what it holds
 
     # 3. columns
     rules = left_chains(rules, fresh)

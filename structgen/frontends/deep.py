@@ -54,7 +54,10 @@ def call_deep(fn, *args, limit_name: str = "max_schema_depth", limit_value=None,
     finally:
         _leave()
     if not ok:  # re-raised in the caller's thread
-        raise value.with_traceback(value.__traceback__)
+        try:
+            raise value.with_traceback(value.__traceback__)
+        finally:
+            value = None  # the traceback holds this frame: no cycle through its locals
     return value
 
 
@@ -83,7 +86,7 @@ class _Worker:
                 box.append((True, fn(*args)))
             except BaseException as e:  # noqa: BLE001 -- handed to the caller
                 box.append((False, e))
-            del fn, args
+            del fn, args, job, box  # (an exception's traceback holds this frame: no cycle through box)
             done.release()
 
     def call(self, fn, *args):

@@ -367,6 +367,7 @@ def gbnf_to_cfg(text: str, start: str = "root") -> CFG:
             rules[name] = [symbols(x, name) for x in e[1]]
         else:
             rules[name] = [symbols(e, name)]
+    refs = to_ir = symbols = None  # recursive closures are reference cycles: break them, so refcounting frees what they hold
     return CFG(start, rules, terminals, [], positions)
 
 

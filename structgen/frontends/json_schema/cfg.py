@@ -745,6 +745,11 @@ def compile_json_schema_cfg(schema, **options) -> SchemaReport:
 def _compile_json_schema_cfg(schema, options) -> SchemaReport:
     schema = parse_json_text(schema)
     c = CfgSchemaCompiler(schema, **with_hygiene(grammar_options(options)))
-    cfg = c.build()
-    c.report.grammar = cfg
-    return c.report
+    try:
+        cfg = c.build()
+        c.report.grammar = cfg
+        return c.report
+    finally:
+        # the combiner refers back to its compiler: without this, the compiler and all it built
+        # wait for a full garbage collection (which then pauses some later mask)
+        c._combiner = None

@@ -576,7 +576,10 @@ class Combiner(ArrayFormulas):
                 if nxt != ir.NOTHING:
                     grow(nxt, ok + [yes])
 
-        grow(key_ir if not names else self.rc.block(key_ir), [])
+        try:
+            grow(key_ir if not names else self.rc.block(key_ir), [])
+        finally:
+            grow = None  # a recursive closure holding the combiner: break the cycle for refcounting
         return out
 
     def value_classes(self, vals: list, ptr: str) -> list:
@@ -610,7 +613,10 @@ class Combiner(ArrayFormulas):
                                 for i in range(j)):
                 grow(j + 1, c | 1 << j, both)
 
-        grow(0, 0, frozenset(CLASSES))
+        try:
+            grow(0, 0, frozenset(CLASSES))
+        finally:
+            grow = None  # a recursive closure holding the combiner: break the cycle for refcounting
         out = []
         for c in classes:
             vf = f_and([distinct[j] if c >> j & 1 else f_not(distinct[j]) for j in range(n)])

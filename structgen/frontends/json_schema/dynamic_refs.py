@@ -109,6 +109,8 @@ def resolve_dynamic_refs(root, draft: str | None = None):
         return rewrite(root, doc.root_base, "")
     except Unsupported:
         return _specialise(root, doc, dyn)
+    finally:
+        index = rewrite = None  # recursive closures are reference cycles: break them, so refcounting frees what they hold
 
 
 #: most sub-schema copies the scoped rewrite makes (one per sub-schema and binding)

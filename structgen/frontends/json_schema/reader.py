@@ -206,7 +206,10 @@ def for_declared_draft(root, draft: str | None = None):
                     out["items"] = extra
         return out
 
-    return walk(root, top)
+    try:
+        return walk(root, top)
+    finally:
+        walk = None  # a recursive closure is a reference cycle: break it, or all it holds waits for the collector
 
 
 def _rebuilt(s: dict, value) -> dict:
@@ -250,7 +253,31 @@ def without_keywords(root, names, keep=None):
         drop = keep is None or not keep(s)
         return _rebuilt(s, lambda k, v: _DROP if k in names and drop else _sub_walked(k, v, walk))
 
-    return walk(root)
+    try:
+        return walk(root)
+    finally:
+        walk = None  # a recursive closure: break its cycle (see for_declared_draft)
+
+
+def _declared_properties(doc, s: dict, base) -> list:
+    """Property names ``s`` declares, its ``$ref`` target's (one level) and its ``allOf`` members'
+    included, in key order (``doc``: the :class:`SchemaDocument` resolving the refs)."""
+    out = []
+    for k, v in s.items():
+        if k == "properties" and isinstance(v, dict):
+            out += list(v)
+        elif k == "$ref" and isinstance(v, str):
+            try:
+                t, _ = doc.resolve(v, doc.base(s, base), "")
+            except StructgenError:
+                continue
+            if isinstance(t, dict) and isinstance(t.get("properties"), dict):
+                out += list(t["properties"])
+        elif k == "allOf" and isinstance(v, list):
+            for m in v:
+                if isinstance(m, dict):
+                    out += _declared_properties(doc, m, doc.base(s, base))
+    return out
 
 
 def required_in_property_order(root, draft: str | None = None):
@@ -265,26 +292,6 @@ def required_in_property_order(root, draft: str | None = None):
         return root  # the compilers name the problem
     draft7 = doc.draft == "draft7"  # (older drafts read as draft-07: $ref siblings ignored)
 
-    def props_of(s, base) -> list:
-        """Property names ``s`` declares, its ``$ref`` target's (one level) and its ``allOf``
-        members' included, in key order."""
-        out = []
-        for k, v in s.items():
-            if k == "properties" and isinstance(v, dict):
-                out += list(v)
-            elif k == "$ref" and isinstance(v, str):
-                try:
-                    t, _ = doc.resolve(v, doc.base(s, base), "")
-                except StructgenError:
-                    continue
-                if isinstance(t, dict) and isinstance(t.get("properties"), dict):
-                    out += list(t["properties"])
-            elif k == "allOf" and isinstance(v, list):
-                for m in v:
-                    if isinstance(m, dict):
-                        out += props_of(m, doc.base(s, base))
-        return out
-
     def ordered(req, order):
         rank = {k: i for i, k in enumerate(dict.fromkeys(order))}
         new = [req[i] for i in sorted(range(len(req)), key=lambda i: (rank.get(req[i], len(rank)), i))]
@@ -294,7 +301,7 @@ def required_in_property_order(root, draft: str | None = None):
         if not isinstance(s, dict):
             return s
         combines = "allOf" in s or ("$ref" in s and not draft7)
-        order = (list(hint or []) + props_of(s, None)) if combines or hint else None
+        order = (list(hint or []) + _declared_properties(doc, s, None)) if combines or hint else None
 
         def value(k, v):
             if k == "required" and order and isinstance(v, list) and all(isinstance(x, str) for x in v):
@@ -305,7 +312,10 @@ def required_in_property_order(root, draft: str | None = None):
 
         return _rebuilt(s, value)
 
-    return walk(root)
+    try:
+        return walk(root)
+    finally:
+        walk = None  # a recursive closure: break its cycle (see for_declared_draft)
 
 
 @dataclass
@@ -493,7 +503,10 @@ class SchemaDocument:
                 memo[id(node)] = (node, res)
             return res
 
-        return walk(s, base)
+        try:
+            return walk(s, base)
+        finally:
+            walk = None  # a recursive closure holding the document: break the cycle (see for_declared_draft)
 
 
 def read_schema(root, draft: str | None = None) -> SchemaDocument:

@@ -52,6 +52,7 @@ class ArrayLanguages:
 
         first = elems[0] if k else rest.node
         content = ir.seq(first, suffix(2)) if (hi is None or hi >= 1) else ir.NOTHING
+        suffix = None  # a recursive closure is a reference cycle: break it (refcounting frees the rest)
         conds = []
         if f.has_contains:
             c = self._contains(f, "maxContains" in s, base)

@@ -263,7 +263,10 @@ def encode_ir(node: ir.Node, mode: str = "value") -> ir.Node:
         memo[id(n)] = (n, r)
         return r
 
-    return go(node)
+    try:
+        return go(node)
+    finally:
+        go = None  # a recursive closure is a reference cycle: break it, or it waits for the collector
 
 
 # ---------------------------------------------------------------- sets of string literals as one DFA
@@ -470,39 +473,42 @@ def _code_point_moves(tr256: np.ndarray, p: int, memo: dict) -> list:
     row = tr256[p]
     out = _runs(row[:0x80], 0)
 
-    def tails(q: int, k: int) -> list:
-        """(lo, hi, target) over the ``64**k`` values of ``k`` continuation bytes read from ``q``."""
-        key = (q, k)
-        hit = memo.get(key)
-        if hit is not None:
-            return hit
-        cont = _runs(tr256[q, 0x80:0xC0], 0)
-        if k == 1:
-            res = cont
-        else:
-            size = 64 ** (k - 1)
-            res = []
-            for lo, hi, t in cont:
-                sub = tails(t, k - 1)
-                if len(sub) == 1 and sub[0][0] == 0 and sub[0][1] == size - 1:
-                    _append(res, lo * size, hi * size + size - 1, sub[0][2])
-                    continue
-                for b in range(lo, hi + 1):
-                    for a2, b2, t2 in sub:
-                        _append(res, b * size + a2, b * size + b2, t2)
-        memo[key] = res
-        return res
-
     for first, last, k, bits in _LEADS:
         for b in np.flatnonzero(row[first:last + 1] >= 0) + first:
             base = (int(b) & bits) << (6 * k)
-            for lo, hi, t in tails(int(row[b]), k):
+            for lo, hi, t in _tails(tr256, memo, int(row[b]), k):
                 out.append((base + lo, base + hi, t))
     out.sort()
     merged: list = []
     for lo, hi, t in out:
         _append(merged, lo, hi, t)
     return merged
+
+
+def _tails(tr256: np.ndarray, memo: dict, q: int, k: int) -> list:
+    """(lo, hi, target) over the ``64**k`` values of ``k`` continuation bytes read from state ``q``
+    (see :func:`_code_point_moves`; a function of its own, not a recursive closure: a closure
+    that calls itself is a reference cycle left to the garbage collector, one per state)."""
+    key = (q, k)
+    hit = memo.get(key)
+    if hit is not None:
+        return hit
+    cont = _runs(tr256[q, 0x80:0xC0], 0)
+    if k == 1:
+        res = cont
+    else:
+        size = 64 ** (k - 1)
+        res = []
+        for lo, hi, t in cont:
+            sub = _tails(tr256, memo, t, k - 1)
+            if len(sub) == 1 and sub[0][0] == 0 and sub[0][1] == size - 1:
+                _append(res, lo * size, hi * size + size - 1, sub[0][2])
+                continue
+            for b in range(lo, hi + 1):
+                for a2, b2, t2 in sub:
+                    _append(res, b * size + a2, b * size + b2, t2)
+    memo[key] = res
+    return res
 
 
 def _append(runs: list, lo: int, hi: int, t: int) -> None:

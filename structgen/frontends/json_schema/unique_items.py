@@ -279,27 +279,30 @@ def _child_schemas(s, base, draft7: bool):
     return out
 
 
+def _mark_below(doc: SchemaDocument, node, found: set, seen: set) -> None:
+    """Add to ``found`` the ids of the ``uniqueItems: true`` schema objects at or below ``node``
+    (through sub-schemas and ``$ref``; ``seen``: the objects visited)."""
+    if isinstance(node, list):
+        for x in node:
+            _mark_below(doc, x, found, seen)
+        return
+    if not isinstance(node, dict) or id(node) in seen:
+        return
+    seen.add(id(node))
+    if node.get("uniqueItems") is True:
+        found.add(id(node))
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        _mark_below(doc, doc.resolve(ref, doc.base(node), "")[0], found, seen)
+    for k, v in node.items():
+        if k not in ("enum", "const", "examples", "default"):
+            _mark_below(doc, v, found, seen)
+
+
 def _conditional_unique(doc: SchemaDocument) -> set:
     """The ids of the schema objects with ``uniqueItems: true`` that sit in a conditional applicator
     (or are reached from one through sub-schemas and ``$ref``): those stay with the compilers."""
     found, seen = set(), set()
-
-    def under(node) -> None:  # everything below a conditional applicator
-        if isinstance(node, list):
-            for x in node:
-                under(x)
-            return
-        if not isinstance(node, dict) or id(node) in seen:
-            return
-        seen.add(id(node))
-        if node.get("uniqueItems") is True:
-            found.add(id(node))
-        ref = node.get("$ref")
-        if isinstance(ref, str):
-            under(doc.resolve(ref, doc.base(node), "")[0])
-        for k, v in node.items():
-            if k not in ("enum", "const", "examples", "default"):
-                under(v)
 
     def walk(node) -> None:
         if isinstance(node, list):
@@ -316,11 +319,14 @@ def _conditional_unique(doc: SchemaDocument) -> set:
                     walk(sub)
                 continue
             if k in _CONDITIONAL and not (k in ("anyOf", "oneOf") and type_disjoint(doc, v, doc.base(node))):
-                under(v)
+                _mark_below(doc, v, found, seen)
             else:
                 walk(v)
 
-    walk(doc.root)
+    try:
+        walk(doc.root)
+    finally:
+        walk = None  # a recursive closure is a reference cycle: break it, so refcounting frees what it holds
     return found
 
 
