@@ -524,3 +524,31 @@ def test_a_recursive_schema_meeting_itself_in_allof_closes(llama3, tag, order):
     val = jsonschema.Draft202012Validator(s)
     for v in cases:
         assert accepts(cg, llama3, json.dumps(v)) == val.is_valid(v), v
+
+
+@pytest.mark.parametrize("order", ["declared", "any"])
+def test_a_merge_that_meets_one_schema_twice_keeps_its_oneof(llama3, order):
+    """An ``allOf`` whose parts reach the same schema objects twice (``contribution`` = the generic
+    part and the pattern host, the host again through ``oneOf``: JsonSchemaStore/web-types reduced
+    by delta debugging).  Merging each schema object only once per merge (tried in 833f019) sent
+    the ``oneOf`` down a path that cannot intersect it and refused the schema (Unsupported) in both
+    orders; it compiles, and accepts exactly what jsonschema accepts."""
+    defs = {
+        "base": {"properties": {"sections": {"$ref": "#/definitions/sections"}, "source": {"type": "object"}}},
+        "generic": {"allOf": [{"$ref": "#/definitions/base"}]},
+        "sections": {"additionalProperties": {}},
+        "host": {"patternProperties": {".*": {"$ref": "#/definitions/contributions"}}},
+        "contributions": {"oneOf": [{"$ref": "#/definitions/contribution-or-property"}]},
+        "contribution-or-property": {"oneOf": [{"type": "number"}, {"$ref": "#/definitions/contribution"}]},
+        "contribution": {"allOf": [{"$ref": "#/definitions/generic"}, {"$ref": "#/definitions/host"}]},
+        "js": {"allOf": [{"$ref": "#/definitions/host"}]}}
+    s = {"definitions": defs, "properties": {"js": {"$ref": "#/definitions/js"}}}
+    g = sg.Grammar.from_json_schema(s, whitespace="flexible", property_order=order, time_limit=10)
+    cg = sg.compile(g, llama3, cache=False)
+    cases = [{}, {"js": {}}, {"js": {"a": 1}}, {"js": {"a": "x"}}, {"js": {"a": {}}}, {"js": {"a": {"b": 2}}},
+             {"js": {"a": {"source": {}}}}, {"js": {"a": {"source": 3}}}, {"js": {"a": {"sections": {"k": [1]}}}},
+             {"js": {"a": {"b": {"source": {}, "c": 1.5}}}}, {"js": {"a": {"b": {"source": []}}}}, {"js": 1}, []]
+    val = jsonschema.Draft202012Validator(s)
+    assert sum(val.is_valid(v) for v in cases) >= 6 and sum(not val.is_valid(v) for v in cases) >= 4
+    for v in cases:
+        assert accepts(cg, llama3, json.dumps(v)) == val.is_valid(v), v
