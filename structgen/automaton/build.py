@@ -246,8 +246,8 @@ def _enclosed(node, limits):
     one-second build for a pattern under ``maxLength: 254`` (73,000 states)."""
     a, body, c = node.items
     # only bodies the NFA builder builds as DFAs too (Boolean combinations, embedded automata), and
-    # big ones: on a small body numpy's overheads cost more than the subset construction (0.5 ms
-    # against 0.35 ms for a quoted [a-z]{1,8})
+    # big ones: on a small body numpy's overheads cost more than the subset construction (0.52 ms
+    # against 0.35 ms per build, averaged over five quoted bodies of 2-12 states)
     if not (isinstance(a, ir.CharSet) and isinstance(c, ir.CharSet) and isinstance(body, (ir.And, ir.Not, ir.Embed))):
         return None
     inner = build_node(body, limits)

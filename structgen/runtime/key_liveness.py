@@ -117,12 +117,13 @@ def landing_table(tdata, toff, toks, mode, fstate):
 
 @njit(cache=True, nogil=True)
 def prune_table(words, ids, kind, poff, klo, khi, tdata, toff, q, qlen, head, root, n_root, kdata, koff, trans, bc,
-                acc, memo, bmask, stack_s, stack_b, empty):
+                acc, memo, bmask, stack_s, stack_b, empty, out):
     """Clear from ``words`` the allowed tokens of a landing table (:func:`landing_table`) that
     end after the object's comma with every allowed key used, or inside a key at a dead prefix
     (``root``: the states after a key's opening quote; a completed key joins the used keys; from
     inside a key, ``q[:qlen]`` is its start).  ``empty[0]``: whether the empty key prefix is dead
-    at ``root`` with the used keys alone (-1 not known yet; set here when found).  The number cleared."""
+    at ``root`` with the used keys alone (-1 not known yet; set here when found).  The ids cleared
+    go to ``out`` (room for all of ``ids``); returns their number."""
     one = np.uint32(1)
     empty_dead = empty[0]
     pref = np.empty(256, np.uint8)
@@ -179,6 +180,7 @@ def prune_table(words, ids, kind, poff, klo, khi, tdata, toff, q, qlen, head, ro
                                           stack_b)
         if dead:
             words[w] = words[w] & ~bit
+            out[cleared] = t
             cleared += 1
     return cleared
 
@@ -192,6 +194,8 @@ def prune_groups(words, ids, kind, poff, klo, khi, sel, goff, roots, roff, tdata
     empty key prefix is dead: with many used keys that search walks all of them.  Returns the ids
     of the tokens cleared (the verdict a caller keeps)."""
     n = goff.shape[0] - 1
+    cleared = np.empty(sel.shape[0], np.int64)
+    m = 0
     first = np.empty(n, np.int64)        # the first group with the same states
     empty = np.full((n, 1), -1, np.int64)
     for g in range(n):
@@ -210,15 +214,8 @@ def prune_groups(words, ids, kind, poff, klo, khi, sel, goff, roots, roff, tdata
         if a == b:
             continue
         s = sel[goff[g]:goff[g + 1]]
-        prune_table(words, ids[s], kind[s], poff[s], klo[s], khi[s], tdata, toff, q, qlen, head, roots[a:b], b - a,
-                    kdata, koff, trans, bc, acc, memo, bmask, stack_s, stack_b, empty[first[g]])
-    cleared = np.empty(sel.shape[0], np.int64)
-    m = 0
-    for i in range(sel.shape[0]):
-        t = ids[sel[i]]
-        if (words[t >> 5] >> np.uint32(t & 31)) & np.uint32(1) == 0:
-            cleared[m] = t
-            m += 1
+        m += prune_table(words, ids[s], kind[s], poff[s], klo[s], khi[s], tdata, toff, q, qlen, head, roots[a:b],
+                         b - a, kdata, koff, trans, bc, acc, memo, bmask, stack_s, stack_b, empty[first[g]], cleared[m:])
     return cleared[:m]
 
 # ----------------------------------------------------------------------------- tables
