@@ -138,3 +138,48 @@ def test_cfg_ir_validation():
     with pytest.raises(GrammarError):
         CFG("s", {"s": [("a",)], "a": [()]}, {"a": lit}).validate()
     CFG("s", {"s": [("a", "s"), ()]}, {"a": lit}).validate()
+
+
+def test_grammar_compiles_leave_no_reference_cycles(monkeypatch):
+    """Compiling GBNF (recursive rule walks), Lark (the reader's ring of closures) with the Indenter
+    (bracket rules) and a grammar with long rules (left_chains) leaves nothing of structgen's to the
+    garbage collector: recursive closures are cleared after use, so what they held is freed by
+    reference counting."""
+    import gc
+    import types
+
+    import structgen as sg
+    from structgen import caching
+
+    vocab = sg.Vocabulary.from_bytes([b"a", b"b", b"ab", b" ", b"\n", b"  ", b":", b"(", b")", None], eos_ids=[9])
+    tree = ('start: _NL* tree\ntree: NAME ["(" NAME ")"] _NL [_INDENT tree+ _DEDENT]\nNAME: /[a-z]+/\n'
+            '_NL: /(\\r?\\n[\\t ]*)+/\n%declare _INDENT _DEDENT\n')
+    indenter = sg.Indenter(nl_type="_NL", open_paren_types=("LPAR",), close_paren_types=("RPAR",))
+
+    def work():
+        for g in (sg.Grammar.from_gbnf('root ::= "a" s ":" s\ns ::= "" | [ab] s\n'),
+                  sg.Grammar.from_lark(tree, postlex=indenter),
+                  sg.Grammar.from_lark('start: x+\nx: "a" | "b" x ":" "a" "b"\n')):
+            m = sg.compile(g, vocab, cache=False, prefill=0).matcher()
+            m.mask_words()
+
+    monkeypatch.setenv("STRUCTGEN_CACHE_DIR", "")  # read every time: not from the disk cache
+    work()
+    caching.clear_caches()  # nor from the memory caches
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        work()
+        gc.collect()
+        # ours only: the standard library's ast.literal_eval (Lark's loader) leaves its own cycles
+        left = sorted({getattr(o, "__qualname__", type(o).__qualname__) for o in gc.garbage
+                       if type(o).__module__.startswith("structgen")
+                       or (isinstance(o, types.FunctionType) and "structgen" in o.__code__.co_filename)})
+    finally:
+        gc.set_debug(0)
+        del gc.garbage[:]
+        if was:
+            gc.enable()
+    assert not left, left

@@ -687,6 +687,8 @@ def _parse_tree(text: str):
             take("NL")
     except (_Decline, IndexError):
         return None
+    finally:
+        expansions = None  # the readers call each other in a ring of closures: break it for refcounting
     return ST("start", stmts)
 
 
