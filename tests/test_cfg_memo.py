@@ -197,3 +197,67 @@ def test_compile_prefill_option():
     for bad in (-1, float("nan"), "1"):
         with pytest.raises(OptionError, match="prefill"):
             sg.compile(g, vocab, prefill=bad)
+
+
+def test_matchers_share_the_start_mask():
+    """A grammar's matchers compute the mask at the start once (``engine.start_mask``), whichever
+    matcher comes there first, by a reset or a rollback too; a mask at any other point is not kept
+    as it (the mask after "[a" differs from the start's, so keeping it would fail below)."""
+    cg = sg.compile(sg.Grammar.from_lark(LIST), _vocab(), cache=False)
+    e = cg.engine
+    ref = cg.matcher()
+    start = _fresh(ref, np.empty(e.words, np.uint32))
+    m = cg.matcher()
+    assert m.advance_bytes(b"[a")
+    inside = m.mask_words().copy()
+    assert e.start_mask is None and not np.array_equal(inside, start)
+    m.rollback(1)
+    assert np.array_equal(m.mask_words(), start)
+    assert np.array_equal(e.start_mask, start)
+
+    def not_again(*_):
+        raise AssertionError("the start mask was computed again")
+
+    for fresh in (cg.matcher(), m.fork()):
+        fresh._compute_fresh = not_again
+        assert np.array_equal(fresh.mask_words(), start)
+        out = np.zeros(e.words, np.uint32)
+        assert fresh.mask_job(out) is None and np.array_equal(out, start)   # the batch path too
+    assert m.advance_bytes(b"[a") and np.array_equal(m.mask_words(), inside)
+
+
+def test_new_matchers_start_with_the_buffers_earlier_ones_grew(monkeypatch):
+    """A matcher whose waiter index, worklist or chart is too small computes its mask again after
+    doubling it; the grammar keeps the sizes its matchers grew to, so the next matcher's masks run
+    once each -- and are the same masks."""
+    from structgen import grammars
+    from structgen.cfg import mask as mk
+
+    monkeypatch.setattr(cm, "INDEX_SLOTS", 4)
+    calls = [0]
+    kernel = mk.expand_mask_packed
+
+    def counted(*a):
+        calls[0] += 1
+        return kernel(*a)
+
+    monkeypatch.setattr(mk, "expand_mask_packed", counted)
+    monkeypatch.setattr(cm, "MEMO_MIN_SECONDS", 1e9)   # every mask computed
+    vocab = _vocab()
+    cg = sg.compile(sg.Grammar.from_lark(grammars.load("sql")), vocab, cache=False)
+    text = b"SELECT a, b FROM t WHERE (a = 1 AND b > 2) OR c < 3 ORDER BY a"
+    runs = []
+    for _ in range(2):
+        m = cg.matcher()
+        calls[0] = 0
+        got = [m.mask_words().copy()]
+        for i in range(0, len(text), 3):
+            assert m.advance_bytes(text[i:i + 3])
+            got.append(m.mask_words().copy())
+        runs.append((calls[0], got))
+    (first_calls, first), (second_calls, second) = runs
+    assert cg.engine.buffer_sizes["wkeys"] > 4
+    assert max(cg.engine.buffer_sizes.values()) <= cm.HINT_ROWS
+    assert first_calls > len(first) - 1            # the first matcher grew its buffers, mask again
+    assert second_calls == len(second) - 1         # (the start mask is shared: not computed again)
+    assert all(np.array_equal(a, b) for a, b in zip(first, second))

@@ -584,6 +584,10 @@ class CompiledCFG:
                  **self.lexer_aids._asdict(), "gfirst": self.tables.gfirst}
         self.packed_grammar = Packed(tuple(named[k] for k in mk.PACKED_GRAMMAR))
         self.prefill_thread = None
+        # shared by this grammar's matchers (see CFGMatcher): the mask words at the start, EOS
+        # aside, once one of them has computed it; and the sizes their buffers had to grow to
+        self.start_mask: np.ndarray | None = None
+        self.buffer_sizes: dict = {}
         if prefill_seconds > 0:
             # the first part before returning, so that the first masks do not wait on the
             # thread for the lock; the rest in the background

@@ -22,6 +22,11 @@ instead of a mask computation.  A matcher whose signature lookups seldom hit (un
 after ``SIGNATURE_PROBATION``) stops computing signatures (up to several microseconds each), and one whose
 lookups seldom hit at all (under 1 in 16) stops keeping masks.  The key refers to committed sets by number, so the memo is dropped
 whenever the chart goes back (``rollback``, ``restore``, ``reset``); a fork starts without one.
+
+Shared by a grammar's matchers (attributes of the :class:`~structgen.cfg.engine.CompiledCFG`):
+the mask at the start (``start_mask``: every matcher's first mask, computed once), and the sizes
+the chart and the per-mask scratch had to grow to (``buffer_sizes``), which new matchers start
+with instead of computing their first masks again after each doubling.
 """
 from __future__ import annotations
 
@@ -49,6 +54,7 @@ _KEY_WORDS = 4096           # longest configuration key (int64 words); longer: n
 PROBE_MEMO = 4096           # byte_states_after_each answers a matcher keeps
 INDEX_SLOTS = 4096          # first size of the sets' waiter index (slots, pool rows); doubled on demand
 MAX_SCRATCH_ROWS = 1 << 26  # the per-mask scratch tables stop doubling here (LimitExceeded)
+HINT_ROWS = 1 << 17         # the most rows a new matcher's buffer starts with (engine.buffer_sizes)
 _UNKNOWN = object()         # a probe not in that memo
 
 _IDENTITY = np.arange(256, dtype=np.int64)  # the lexer DFAs have no byte classes
@@ -67,21 +73,24 @@ class CFGMatcher(Matcher, ByteStateView):
         tb = engine.tables
         self._mark = np.zeros(2 * max(tb.n_dr, 1), np.int64)  # see earley.add_item
         self._stamp = np.zeros(4, np.int64)  # [0]: Earley-set stamp, [1]: per-mask stamp, [2:4]: index fill
-        self._comp = np.empty((256, 2), np.int32)
-        self._fcap = 256
+        # buffers start as large as this grammar's matchers needed so far (engine.buffer_sizes):
+        # a mask that finds one too small is computed again after doubling it
+        size = engine.buffer_sizes.get
+        self._fcap = size("fcap", 256)
         self._fbuf = np.empty((2, self._fcap, 2), np.int32)
+        self._comp = np.empty((self._fcap, 2), np.int32)
         # per-mask scratch of expand_mask (stamped tables: cleared by bumping _stamp[1])
         self._estamp = np.zeros(256, np.int64)
         self._bstamp = np.zeros((256, 7), np.int64)  # see mask.expand_mask
-        self._work = np.empty((1024, 3), np.int32)
-        self._ptask = np.empty((1024, 3), np.int32)
-        self._vkeys, self._vstamp = _stamped(2048)
-        self._pkeys, self._pstamp = _stamped(256)
-        self._pval = np.empty((256, 3), np.int32)
-        self._wkeys, self._wstamp = _stamped(INDEX_SLOTS)  # the sets' waiter index (earley.waiters)
-        self._wval = np.empty(INDEX_SLOTS, np.int32)
-        self._wpool = np.empty((INDEX_SLOTS, 2), np.int32)
-        self._predbuf = np.empty((max(1024, 4 * tb.n_lexer_states), 2), np.int32)
+        self._work = np.empty((size("work", 1024), 3), np.int32)
+        self._ptask = np.empty((size("work", 1024), 3), np.int32)
+        self._vkeys, self._vstamp = _stamped(size("vkeys", 2048))
+        self._pkeys, self._pstamp = _stamped(size("pkeys", 256))
+        self._pval = np.empty((self._pkeys.shape[0], 3), np.int32)
+        self._wkeys, self._wstamp = _stamped(size("wkeys", INDEX_SLOTS))  # the sets' waiter index (earley.waiters)
+        self._wval = np.empty(self._wkeys.shape[0], np.int32)
+        self._wpool = np.empty((size("wpool", INDEX_SLOTS), 2), np.int32)
+        self._predbuf = np.empty((size("predbuf", max(1024, 4 * tb.n_lexer_states)), 2), np.int32)
         self._memo: dict | None = None   # configuration key -> mask words, once armed
         self._probes: dict = {}          # (frontier, probe) -> byte_states_after_each's answer
         self._memo_off = False           # disarmed: its keys were seldom found
@@ -107,8 +116,9 @@ class CFGMatcher(Matcher, ByteStateView):
         tb = e.tables
         # keep buffers a previous run grew: they are overwritten, never read stale
         if getattr(self, "_items", None) is None:
-            self._items = np.empty((1024, 2), np.int32)
-            self._set_off = np.zeros(257, np.int32)
+            size = e.buffer_sizes.get
+            self._items = np.empty((size("items", 1024), 2), np.int32)
+            self._set_off = np.zeros(size("sets", 257), np.int32)
         front = np.empty((max(64, len(tb.term_names) + 1), 2), np.int32)
         while True:
             nf, acc = earley.init_chart(self._items, self._set_off, front, tb.NN, tb.start_nt, tb.dr_next,
@@ -119,6 +129,7 @@ class CFGMatcher(Matcher, ByteStateView):
             self._items = np.empty((self._items.shape[0] * 4, 2), np.int32)
             self._mpack = None
             front = np.empty((front.shape[0] * 4, 2), np.int32)
+            self._note_sizes()
         self._set_point(hist.root((1, front[:nf].copy(), bool(acc), False)))
 
     @property
@@ -149,6 +160,20 @@ class CFGMatcher(Matcher, ByteStateView):
             self._fbuf = np.empty((2, self._fcap, 2), np.int32)
             self._comp = np.empty((self._fcap, 2), np.int32)
         self._predbuf = np.empty((self._predbuf.shape[0] * 2, 2), np.int32)
+        self._note_sizes()
+
+    def _note_sizes(self) -> None:
+        """Raise the grammar's ``buffer_sizes`` to this matcher's, each at most ``HINT_ROWS``: a
+        long document's chart (and the prediction buffer, doubled with it) is not every matcher's
+        first need, and a batch of matchers would each start with it."""
+        e = self.engine
+        mine = {"fcap": self._fcap, "work": self._work.shape[0], "vkeys": self._vkeys.shape[0],
+                "pkeys": self._pkeys.shape[0], "wkeys": self._wkeys.shape[0], "wpool": self._wpool.shape[0],
+                "predbuf": self._predbuf.shape[0], "items": self._items.shape[0], "sets": self._set_off.shape[0]}
+        sizes = dict(e.buffer_sizes)
+        for k, v in mine.items():
+            sizes[k] = max(sizes.get(k, 0), min(v, HINT_ROWS))
+        e.buffer_sizes = sizes
 
     def fork(self) -> "CFGMatcher":
         m = CFGMatcher(self.engine, _empty=True)
@@ -411,7 +436,12 @@ class CFGMatcher(Matcher, ByteStateView):
         lives, so exact too), which repeats where the chart has not moved -- inside a string, a
         docstring, a comment -- and is cheap to look up, and under its configuration's signature,
         which also finds other frontiers with the same future, or the only key where a signature
-        is too long."""
+        is too long.  The mask at the start is kept for every matcher of the grammar
+        (``engine.start_mask``): all start in the same state."""
+        start = self._node.depth == 0
+        if start and e.start_mask is not None:
+            words[:] = e.start_mask
+            return
         hit, raw, key = self._memo_get(e)
         if hit is not None:
             words[:] = hit
@@ -419,6 +449,8 @@ class CFGMatcher(Matcher, ByteStateView):
         memo = self._memo
         t0 = time.perf_counter()
         filled = self._compute_fresh(e, words)
+        if start:
+            e.start_mask = words.copy()
         if time.perf_counter() - t0 <= MEMO_MIN_SECONDS:
             return   # only costly masks are kept
         if memo is None:
@@ -472,7 +504,9 @@ class CFGMatcher(Matcher, ByteStateView):
             self.mask_words(out)
             return None
         e = self.engine
-        hit, _, _ = self._memo_get(e)
+        hit = e.start_mask if self._node.depth == 0 else None
+        if hit is None:
+            hit, _, _ = self._memo_get(e)
         if hit is not None:
             out[:] = hit
             if self._acc:
@@ -612,6 +646,7 @@ class CFGMatcher(Matcher, ByteStateView):
                 self._wkeys, self._wstamp = _stamped(self._wkeys.shape[0] * 2)
                 self._wval = np.empty(self._wkeys.shape[0], np.int32)
                 self._wpool = np.empty((self._wpool.shape[0] * 2, 2), np.int32)
+                self._note_sizes()
             elif st == mk.CHART_FULL:
                 self._grow()
             else:
