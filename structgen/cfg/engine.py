@@ -294,7 +294,9 @@ def _place(trans, gout, o, tr, bc):
         gout[o + s] = any_out
 
 
-_CHAINED = caching.LRU(4096, name="cfg.chained")  # (body key, prefix) -> prefixed DFA, or (body DFA, prefixed DFA)
+# (body key, prefix) -> prefixed DFA, or (body DFA, prefixed DFA); bounded for the garbage collector's
+# sake (see structgen.automaton.build's caches)
+_CHAINED = caching.LRU(1024, name="cfg.chained")
 
 
 def _prefixed_build(node: ir.Node, max_states: int) -> ByteDFA:

@@ -22,7 +22,8 @@ from .language import ANY_STAR
 from .strings import SURROGATE, code_point_gadget, encode, encode_charset
 
 _KEY_CHAR = None  # (A: the DFA of one encoded key code point, its 256-column rows mapped for other_keys_node)
-_OTHER_KEYS = caching.LRU(1024, name="json_schema.other_keys")  # sorted declared keys -> node
+# sorted declared keys -> node; a schema's own repeats (see structgen.automaton.build's caches)
+_OTHER_KEYS = caching.LRU(128, name="json_schema.other_keys")
 _KEY_CELLS = caching.LRU(256, name="json_schema.key_cells")  # (patterns, declared keys) -> cells
 #: the most non-empty cells :func:`key_cells` builds (each one is an alternative of the object)
 MAX_KEY_CELLS = 64

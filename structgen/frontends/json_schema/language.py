@@ -57,7 +57,8 @@ def and_langs(parts: list) -> Lang:
     return Lang(ir.And(tuple(nodes)), exact)
 
 
-@lru_cache(maxsize=1024)  # a schema's own repeats; IR trees are many objects for the collector to walk
+@lru_cache(maxsize=128)  # a schema's own repeats (1 hit in 6 across 600 schemas at 1,024 entries); IR trees
+# are many objects for the collector to walk
 def pattern_search_ir(pattern: str, ptr: str = "") -> ir.Node:
     """Decoded-text IR of the strings in which ``pattern`` (ECMA-262 syntax) finds a match."""
     try:

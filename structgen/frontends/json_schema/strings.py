@@ -346,7 +346,8 @@ def _common_prefix(a: str, b: str) -> int:
     return lo
 
 
-_LITERAL_SET_CACHE = LRUCache(1024, 64 << 20, name="json_schema.literal_sets")  # (mode, texts) -> node
+# (mode, texts) -> node; a schema's own repeats (entries are IR trees: see structgen.automaton.build's caches)
+_LITERAL_SET_CACHE = LRUCache(128, 64 << 20, name="json_schema.literal_sets")
 
 
 def literal_set_node(texts, mode: str = "value") -> ir.Node:
