@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 from . import caching
+from .collector import pausing
 from .automaton import ir
 from .composition import check_specials
 from .grammar import Grammar
@@ -134,6 +135,7 @@ class CompiledGrammar:
 COMPILE_OPTIONS = ("max_states", "time_limit", "max_nfa_states", "max_memory", "cache", "prefill")
 
 
+@pausing
 def compile(grammar: Grammar, vocab, *, max_states: int = 100_000, time_limit: float | None = 10.0,
             max_nfa_states: int = DEFAULT_MAX_NFA_STATES, max_memory: int = DEFAULT_MAX_MEMORY,
             cache: bool = True, prefill: float | None = None, **unknown) -> CompiledGrammar:

@@ -12,6 +12,7 @@ import json
 from typing import Any, Iterable
 
 from .automaton import ir
+from .collector import pausing
 from .cfg.compose import trim_edges
 from .cfg.indent import Indenter
 from .automaton.build import limit_scope, warm_up
@@ -75,6 +76,7 @@ class Grammar(TagsMixin, GrammarAlgebra):
 
     # -- regular front-ends -----------------------------------------------------
     @classmethod
+    @pausing
     def from_regex(cls, pattern: str, *, syntax: str = "python", time_limit: float | None = 10.0,
                    max_states: int = 100_000, max_depth: int = DEFAULT_MAX_DEPTH, **unknown) -> "Grammar":
         """Outputs that fully match ``pattern`` (Python ``re`` syntax by default;
@@ -118,6 +120,7 @@ class Grammar(TagsMixin, GrammarAlgebra):
 
     # -- JSON Schema / Pydantic ---------------------------------------------------
     @classmethod
+    @pausing
     def from_json_schema(cls, schema: Any, *, engine: str = "auto", property_order: str = "declared",
                          registry: Any = None, hygiene: Any = None, formats: str = "assert",
                          **options) -> "Grammar":
@@ -178,6 +181,7 @@ class Grammar(TagsMixin, GrammarAlgebra):
 
     # -- context-free front-ends --------------------------------------------------
     @classmethod
+    @pausing
     def from_lark(cls, text: str, start: str = "start", import_paths=None, source_path=None,
                   time_limit: float | None = None, regex_syntax: str = "python", postlex=None,
                   lexer: str = "dynamic_complete", max_follow_rules: int | None = None, **unknown) -> "Grammar":
@@ -230,6 +234,7 @@ class Grammar(TagsMixin, GrammarAlgebra):
         return cls.embedding(cfg, parts, key, "Lark grammar")
 
     @classmethod
+    @pausing
     def from_gbnf(cls, text: str, start: str = "root", time_limit: float | None = None, **unknown) -> "Grammar":
         """A grammar in llama.cpp's GBNF syntax; ``time_limit`` (seconds) bounds the automata built
         while reading it."""
