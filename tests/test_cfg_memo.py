@@ -261,3 +261,17 @@ def test_new_matchers_start_with_the_buffers_earlier_ones_grew(monkeypatch):
     assert first_calls > len(first) - 1            # the first matcher grew its buffers, mask again
     assert second_calls == len(second) - 1         # (the start mask is shared: not computed again)
     assert all(np.array_equal(a, b) for a, b in zip(first, second))
+
+
+def test_a_long_document_grows_the_chart_not_the_prediction_buffer():
+    """Reading grows the chart; the prediction buffer, which only masks use, stays as it was
+    (it used to double with every chart growth), and masks after the read stay exact."""
+    cg = sg.compile(sg.Grammar.from_lark(LIST), _vocab(), cache=False)
+    m = cg.matcher()
+    rows, chart = m._predbuf.shape[0], m._items.shape[0]
+    text = b"[" + b",".join(b"[ab, 12]" for _ in range(400)) + b", ["
+    assert m.advance_bytes(text)
+    assert m._items.shape[0] >= 8 * chart and m._predbuf.shape[0] == rows
+    ref = cg.matcher()
+    assert ref.advance_bytes(text)
+    assert np.array_equal(m.mask_words(), _fresh(ref, np.empty(cg.engine.words, np.uint32)))

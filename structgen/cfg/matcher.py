@@ -144,7 +144,10 @@ class CFGMatcher(Matcher, ByteStateView):
     def _push(self, data, n_sets, front, acc, terminated=False) -> None:
         self._set_point(self._node.child((n_sets, front, acc, terminated), data))
 
-    def _grow(self):
+    def _grow(self, predictions: bool = False):
+        """Double the chart (and the frontier and completion lists, up to 2^16 rows); with
+        ``predictions`` (a mask ran out of room) the prediction buffer too, which only masks use:
+        doubled on every chart growth, a long document's matcher ended with a 43 MB buffer."""
         self._mpack = None
         n_items = int(self._set_off[self._n_sets])
         items = np.empty((max(self._items.shape[0] * 2, n_items * 2), 2), np.int32)
@@ -159,7 +162,8 @@ class CFGMatcher(Matcher, ByteStateView):
             self._fcap *= 2
             self._fbuf = np.empty((2, self._fcap, 2), np.int32)
             self._comp = np.empty((self._fcap, 2), np.int32)
-        self._predbuf = np.empty((self._predbuf.shape[0] * 2, 2), np.int32)
+        if predictions:
+            self._predbuf = np.empty((self._predbuf.shape[0] * 2, 2), np.int32)
         self._note_sizes()
 
     def _note_sizes(self) -> None:
@@ -648,7 +652,7 @@ class CFGMatcher(Matcher, ByteStateView):
                 self._wpool = np.empty((self._wpool.shape[0] * 2, 2), np.int32)
                 self._note_sizes()
             elif st == mk.CHART_FULL:
-                self._grow()
+                self._grow(predictions=True)
             else:
                 return st
             if not root_done:
