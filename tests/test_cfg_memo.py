@@ -275,3 +275,22 @@ def test_a_long_document_grows_the_chart_not_the_prediction_buffer():
     ref = cg.matcher()
     assert ref.advance_bytes(text)
     assert np.array_equal(m.mask_words(), _fresh(ref, np.empty(cg.engine.words, np.uint32)))
+
+
+def test_a_new_matcher_builds_its_kernel_table_once(monkeypatch):
+    """A matcher's stamps start as long as the grammar's cache pools are, so its first mask does
+    not replace them (and rebuild the table of buffers it hands the kernels) after its first step."""
+    from structgen import grammars
+
+    monkeypatch.setattr(cm, "MEMO_MIN_SECONDS", 1e9)
+    cg = sg.compile(sg.Grammar.from_lark(grammars.load("sql")), _vocab(), cache=False)
+    m = cg.matcher()
+    assert m.advance_bytes(b"SELECT a, b FROM t WHERE ")
+    m.mask_words()                       # fills the cache: its pools grow past 256 rows
+    assert cg.engine.cache.snap.ent_bl2.shape[0] > 256
+    m2 = cg.matcher()
+    assert m2.advance_bytes(b"SELECT ")
+    table = m2._mpack
+    assert table is not None
+    m2.mask_words()
+    assert m2._mpack is table

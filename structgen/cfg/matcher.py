@@ -80,8 +80,10 @@ class CFGMatcher(Matcher, ByteStateView):
         self._fbuf = np.empty((2, self._fcap, 2), np.int32)
         self._comp = np.empty((self._fcap, 2), np.int32)
         # per-mask scratch of expand_mask (stamped tables: cleared by bumping _stamp[1])
-        self._estamp = np.zeros(256, np.int64)
-        self._bstamp = np.zeros((256, 7), np.int64)  # see mask.expand_mask
+        # (as long as the cache's pools already are: growing them later rebuilds the matcher's table)
+        snap = engine.cache.snap
+        self._estamp = np.zeros(max(256, snap.ent_bl2.shape[0]), np.int64)
+        self._bstamp = np.zeros((max(256, snap.bl_off.shape[0]), 7), np.int64)  # see mask.expand_mask
         self._work = np.empty((size("work", 1024), 3), np.int32)
         self._ptask = np.empty((size("work", 1024), 3), np.int32)
         self._vkeys, self._vstamp = _stamped(size("vkeys", 2048))
