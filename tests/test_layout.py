@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "structgen"
 
 LAYERS = [
-    {"errors", "caching", "kernels"},
+    {"errors", "caching", "collector", "kernels"},
     {"vocab"},
     {"automaton"},
     {"index"},
