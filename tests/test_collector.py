@@ -104,3 +104,31 @@ def test_an_error_inside_brings_the_collector_back():
     with pytest.raises(sg.StructgenError):
         sg.Grammar.from_json_schema({"type": "object", "properties": {"a": {"$ref": "#/nowhere"}}})
     assert gc.isenabled()
+
+
+@pytest.mark.parametrize("due", [True, False])
+def test_a_compile_that_ends_with_a_full_collection_due_runs_it(due, vocab):
+    """When the oldest generation is due (its count at its threshold) as a compile ends, the
+    compile runs that full collection before returning, instead of leaving it to the next
+    allocations (the caller's masks); when it is not due, no full collection runs.  Just after a
+    full collection, with few objects added, the collector itself would not start one."""
+    llama3 = vocab("llama3")
+    g = sg.Grammar.from_lark('start: "a"+ "b"')
+    sg.compile(g, llama3, cache=False)
+    old = gc.get_threshold()
+    full = []
+
+    def count(phase, info):
+        if phase == "start" and info["generation"] == 2:
+            full.append(1)
+
+    gc.collect()
+    gc.set_threshold(old[0], old[1], 0 if due else 1 << 20)
+    gc.callbacks.append(count)
+    try:
+        sg.compile(g, llama3, cache=False)
+        during = len(full)
+    finally:
+        gc.callbacks.remove(count)
+        gc.set_threshold(*old)
+    assert during == (1 if due else 0)
