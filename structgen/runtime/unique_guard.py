@@ -201,6 +201,7 @@ _ENDERS = tuple(b'"],} ')
 #: mask queries (``MASK_COST`` steps each); the candidates left when it is spent stay allowed
 LIVENESS_BUDGET = 400
 MASK_COST = 4
+CYCLE_STATES = 64   # automaton states an endless-string search explores per budget unit
 
 
 class UniqueItemsMatcher(Matcher):
@@ -411,10 +412,12 @@ class UniqueItemsMatcher(Matcher):
             return hit[1]
         return self.mask_words()
 
-    def _endless_string(self) -> bool:
+    def _endless_string(self, budget: list) -> bool | None:
         """Is a string value in progress whose text can grow without end: an automaton state of
         the inner matcher (:class:`~.protocol.ByteStateView`) on a path of non-quote bytes to a
-        cycle?  Each turn of the cycle adds characters, so the decoded values differ."""
+        cycle?  Each turn of the cycle adds characters, so the decoded values differ.  The
+        search charges ``budget[0]`` one unit per ``CYCLE_STATES`` states it explores (the first
+        question on a long bounded string walks its whole acyclic region); None when that cuts it."""
         inner = self.inner
         while isinstance(inner, KeyGuardMatcher):  # it refuses keys only: a string value's bytes pass
             inner = inner.inner
@@ -422,7 +425,12 @@ class UniqueItemsMatcher(Matcher):
             return False
         trans, bc, _ = inner.byte_automaton()
         memo, _, ss, sb = cycle_memo(trans)
-        return any(reaches_cycle(trans, bc, memo, s, ss, sb) == 1 for s in inner.byte_states().tolist())
+        for s in inner.byte_states().tolist():
+            r, n = reaches_cycle(trans, bc, memo, s, ss, sb, max(0, budget[0]) * CYCLE_STATES)
+            budget[0] -= (n + CYCLE_STATES - 1) // CYCLE_STATES
+            if r != 0:
+                return None if r < 0 else True
+        return False
 
     def item_can_end(self, budget: list) -> bool:
         """Can the item in progress of the innermost unique array end without being a duplicate?
@@ -439,7 +447,7 @@ class UniqueItemsMatcher(Matcher):
         f = d - 1
         while f >= 0 and tr.frames[f, UNIQ] != YES:
             f -= 1
-        if f < 0 or self._endless_string():
+        if f < 0 or self._endless_string(budget) is not False:
             return True
         count = int(tr.frames[f, COUNT])
         left = budget
@@ -478,7 +486,9 @@ class UniqueItemsMatcher(Matcher):
                     left[0] -= 1
                     if not self.advance_bytes(bytes([b])):
                         continue
-                r = True if ended() or self._endless_string() else search()
+                r = True if ended() else self._endless_string(left)
+                if r is False:
+                    r = search()
                 self.rollback(1)
                 if r is None:
                     return None
