@@ -105,6 +105,26 @@ def load_llamacpp_vectors(name: str) -> list[tuple[str, list[int]]]:
 
 
 # ----------------------------------------------------------------- matchers: oracles and sampling
+def cyclic_garbage(work) -> list:
+    """The objects ``work()`` leaves in reference cycles (what only the cyclic collector would free),
+    found with the collector off and ``gc.DEBUG_SAVEALL``; the collector's state is restored after."""
+    import gc
+
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        work()
+        gc.collect()
+        return list(gc.garbage)
+    finally:
+        gc.set_debug(0)
+        del gc.garbage[:]
+        if was:
+            gc.enable()
+
+
 def brute_mask_check(m, vocab):
     """``allowed_tokens()`` equals the tokens ``advance`` takes (each one rolled back)."""
     allowed = set(m.allowed_tokens().tolist())

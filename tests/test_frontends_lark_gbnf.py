@@ -145,8 +145,9 @@ def test_grammar_compiles_leave_no_reference_cycles(monkeypatch):
     (bracket rules) and a grammar with long rules (left_chains) leaves nothing of structgen's to the
     garbage collector: recursive closures are cleared after use, so what they held is freed by
     reference counting."""
-    import gc
     import types
+
+    from tests.helpers import cyclic_garbage
 
     import structgen as sg
     from structgen import caching
@@ -166,20 +167,8 @@ def test_grammar_compiles_leave_no_reference_cycles(monkeypatch):
     monkeypatch.setenv("STRUCTGEN_CACHE_DIR", "")  # read every time: not from the disk cache
     work()
     caching.clear_caches()  # nor from the memory caches
-    gc.collect()
-    was = gc.isenabled()
-    gc.disable()
-    gc.set_debug(gc.DEBUG_SAVEALL)
-    try:
-        work()
-        gc.collect()
-        # ours only: the standard library's ast.literal_eval (Lark's loader) leaves its own cycles
-        left = sorted({getattr(o, "__qualname__", type(o).__qualname__) for o in gc.garbage
-                       if type(o).__module__.startswith("structgen")
-                       or (isinstance(o, types.FunctionType) and "structgen" in o.__code__.co_filename)})
-    finally:
-        gc.set_debug(0)
-        del gc.garbage[:]
-        if was:
-            gc.enable()
+    # ours only: the standard library's ast.literal_eval (Lark's loader) leaves its own cycles
+    left = sorted({getattr(o, "__qualname__", type(o).__qualname__) for o in cyclic_garbage(work)
+                   if type(o).__module__.startswith("structgen")
+                   or (isinstance(o, types.FunctionType) and "structgen" in o.__code__.co_filename)})
     assert not left, left

@@ -6,7 +6,6 @@ empties them, and large enums / consts in time linear in their size.  End to end
 import json
 import subprocess
 import sys
-import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from structgen import Grammar
 from structgen.automaton.build import build_dfa
 from structgen.errors import EmptyLanguage, LimitExceeded, SchemaError
 from structgen.frontends.json_schema.numbers import number_constants
-from tests.helpers import load_vocab
+from tests.helpers import cyclic_garbage, load_vocab
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -307,7 +306,6 @@ def test_reading_a_schema_leaves_no_reference_cycles():
     class splits), no compiler <-> combiner back-reference, no exception whose traceback holds the
     frame that re-raised it -- each left ~10,000 objects per schema to a full garbage collection,
     which then paused a later mask.  (A cycle added anywhere on these paths fails this test.)"""
-    import gc
     import types
 
     schemas = [
@@ -332,19 +330,7 @@ def test_reading_a_schema_leaves_no_reference_cycles():
                     pass
 
     read_all()  # first use: caches, lazily built tables
-    gc.collect()
-    was = gc.isenabled()
-    gc.disable()
-    gc.set_debug(gc.DEBUG_SAVEALL)
-    try:
-        read_all()
-        gc.collect()
-        left = list(gc.garbage)
-    finally:
-        gc.set_debug(0)
-        del gc.garbage[:]
-        if was:
-            gc.enable()
+    left = cyclic_garbage(read_all)
     kinds = (types.FrameType, types.FunctionType, types.TracebackType, types.CellType, dict, list)
     ours = [type(o).__qualname__ for o in left
             if isinstance(o, kinds) or type(o).__module__.startswith("structgen")]

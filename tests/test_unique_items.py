@@ -22,7 +22,7 @@ from structgen.errors import Unsupported
 from structgen.frontends.json_schema.reader import without_keywords
 from structgen.runtime.unique_guard import UniqueItemsMatcher
 from structgen.vocab import Vocabulary
-from tests.helpers import brute_mask_check, sample
+from tests.helpers import brute_mask_check, cyclic_garbage, sample
 
 _MULTI = [b'[1,1', b'1,1', b'"a"', b'true', b'},{', b'],[', b'1.0', b'e0', b'"a","a"', b'null,', b'{"a":1}',
           b',"b"', b'0]', b'[]', b'[[', b'"}', b'\\u0061', b'[1,1,', b'[true,true', b'ab', b'"ab', b',"ab',
@@ -465,30 +465,20 @@ def test_the_liveness_search_leaves_no_reference_cycle(tiny):
     """A mask that runs the liveness search (a recursive search over bytes) leaves nothing for the
     garbage collector: the search was a closure holding the matcher, and each run left the matcher
     and its history in a cycle until a full collection -- which then paused a later mask."""
-    import gc
-
     one = _compile({"type": "array", "items": {"type": "string", "maxLength": 1}, "uniqueItems": True}, tiny)
     text = b'["a","b","'
     m = one.matcher()
     assert m.advance_many(list(text)) == len(text)
     m.allowed_tokens()  # first use
-    gc.collect()
-    was = gc.isenabled()
-    gc.disable()
-    gc.set_debug(gc.DEBUG_SAVEALL)
-    try:
+
+    def masks():
         for _ in range(3):
             m = one.matcher()
             assert m.advance_many(list(text)) == len(text)
             allowed = set(m.allowed_tokens().tolist())
             assert ord("a") not in allowed and ord("c") in allowed
-        gc.collect()
-        left = [type(o).__qualname__ for o in gc.garbage]
-    finally:
-        gc.set_debug(0)
-        del gc.garbage[:]
-        if was:
-            gc.enable()
+
+    left = [type(o).__qualname__ for o in cyclic_garbage(masks)]
     assert not left, sorted(set(left))
 
 
