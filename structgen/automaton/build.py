@@ -82,10 +82,11 @@ def LRUCache(entries: int, max_bytes: int = 256 << 20, name: str | None = None) 
 
 # Process-wide caches are bounded in entries as much as in bytes: their keys and values are IR
 # trees and automata, objects every full garbage collection walks (one in a mask is a pause of
-# that length).  600 dev-split schemas in one process: 66,500 objects left by compiles and full
-# collections of 57-75 ms with these, cfg.chained, literal_sets and other_keys four to eight
-# times larger; 46,700 and 39-41 ms as sized now, with the same compile times (their misses were
-# mostly other schemas' entries).
+# that length).  600 dev-split schemas in one process, with these, cfg.chained, literal_sets,
+# other_keys and json_schema.patterns two to eight times larger, then as sized now (alternated
+# twice): 66,500 -> 42,500 objects left by compiles; full collections any order 76, 68 -> 69, 57
+# ms on average, declared 47, 45 -> 31, 24 ms; compile times within noise (the extra entries were
+# mostly other schemas' and seldom hit).
 _DFA_CACHE = LRUCache(256, name="automaton.dfa")
 _CHARSET_CACHE = LRUCache(4096, name="automaton.charset")
 _EMBEDS = LRUCache(512, 128 << 20, name="automaton.embeds")  # content key -> ir.Embed
